@@ -1,0 +1,1 @@
+"""The bundled exercises: one folder each, with a suite.py defining `exercise`."""

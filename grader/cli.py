@@ -1,0 +1,234 @@
+"""`grade`: parse arguments, call one library function, render, map errors to exit codes.
+
+Exit codes: 0 full marks (or a command that succeeded), 1 graded but not full marks (or
+`build --check` found stale scaffolds), 2 could not grade (bad file, unknown exercise,
+bad flag, kernel that will not start), 3 internal error, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import warnings
+from pathlib import Path
+
+from rich.console import Console
+
+from grader.errors import GraderError, UsageError
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+def parse_size(text: str) -> int | None:
+    """'8G', '512M', '1.5GiB', '0' or 'none' -> bytes (None for no limit)."""
+    if text.strip().lower() in ("none", "off", "0"):
+        return None
+    match = _SIZE.match(text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (try 8G or 512M)")
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be above zero: {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {text!r}")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+def grading_parser() -> argparse.ArgumentParser:
+    """Arguments of `grade NOTEBOOK`."""
+    p = _Parser(
+        prog="grade",
+        description="Grade a candidate's notebook against a hidden, progressive test suite. "
+        "Other commands: `grade list`, `grade build [--check]`.",
+    )
+    p.add_argument("notebook", help="the notebook (.ipynb) to grade")
+    p.add_argument(
+        "--exercise", metavar="NAME", help="grade against this exercise, whatever the notebook says"
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object on stdout instead of the report card",
+    )
+    p.add_argument("--junit", metavar="PATH", help="also write JUnit XML to PATH")
+    p.add_argument(
+        "--cell-timeout",
+        type=_seconds,
+        default=60.0,
+        metavar="S",
+        help="time limit per notebook cell (default 60)",
+    )
+    p.add_argument(
+        "--call-timeout",
+        type=_seconds,
+        default=20.0,
+        metavar="S",
+        help="time limit per call into candidate code (default 20)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=900.0,
+        metavar="S",
+        help="bound on the whole grading (default 900)",
+    )
+    p.add_argument(
+        "--max-timeouts",
+        type=_count,
+        default=3,
+        metavar="N",
+        help="skip the remaining tests after N timeouts in a row (default 3)",
+    )
+    p.add_argument(
+        "--memory-limit",
+        type=parse_size,
+        default=8 * 1024**3,
+        metavar="SIZE",
+        help="kernel memory cap, e.g. 8G, 512M, none (default 8G)",
+    )
+    p.add_argument(
+        "--max-output",
+        type=parse_size,
+        default=64 * 1024,
+        metavar="SIZE",
+        help="output kept per cell (default 64K; 16 times that in total)",
+    )
+    p.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="run the kernel under bubblewrap: no network, read-only system, own PID namespace",
+    )
+    p.add_argument("--version", action="version", version=_version())
+    return p
+
+
+def _version() -> str:
+    import grader
+
+    return f"grade {grader.__version__}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `grade` console script."""
+    argv = sys.argv[1:] if argv is None else argv
+    warnings.filterwarnings("ignore")
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    try:
+        if argv[:1] == ["list"]:
+            return _list(argv[1:])
+        if argv[:1] == ["build"]:
+            return _build(argv[1:])
+        return _grade(argv)
+    except GraderError as e:
+        err.print(f"grade: error: {e}", markup=False)
+        return e.exit_code
+    except BrokenPipeError:  # `grade nb | head`: the reader left; nothing more to say
+        sys.stderr.close()
+        return 1
+    except KeyboardInterrupt:
+        err.print("grade: interrupted", markup=False)
+        return 130
+    except Exception as e:  # a bug in the grader: one line, unless asked for the traceback
+        if os.environ.get("GRADER_DEBUG"):
+            raise
+        err.print(
+            f"grade: internal error: {type(e).__name__}: {e} (set GRADER_DEBUG=1 for a traceback)",
+            markup=False,
+        )
+        return 3
+
+
+def _grade(argv: list[str]) -> int:
+    from grader.grade import grade_notebook
+    from grader.kernel import Limits
+    from grader.report import render, to_json, to_junit
+    from grader.sandbox import INSTALL_HINT, bwrap_path
+
+    args = grading_parser().parse_args(argv)
+    if args.sandbox and bwrap_path() is None:
+        raise UsageError(
+            f"--sandbox needs bubblewrap (bwrap), which is not installed: {INSTALL_HINT}"
+        )
+    output = args.max_output or 64 * 1024
+    limits = Limits(
+        cell_timeout=args.cell_timeout,
+        call_timeout=args.call_timeout,
+        total_timeout=args.timeout,
+        memory_bytes=args.memory_limit,
+        cell_output_bytes=output,
+        total_output_bytes=16 * output,
+        max_timeouts=max(1, args.max_timeouts),
+        sandbox=args.sandbox,
+    )
+    report = grade_notebook(args.notebook, exercise=args.exercise, limits=limits)
+    if args.junit:
+        try:
+            Path(args.junit).write_text(to_junit(report))
+        except OSError as e:
+            raise UsageError(f"{args.junit}: cannot write JUnit file: {e.strerror or e}") from None
+    if args.json:
+        print(to_json(report))
+    else:
+        render(report, Console(highlight=False))
+    return 0 if report.full_marks else 1
+
+
+def _list(argv: list[str]) -> int:
+    from grader.catalog import render_catalog
+
+    p = _Parser(prog="grade list", description="Print the catalog of exercises.")
+    p.add_argument("--json", action="store_true", help="print the catalog as JSON")
+    args = p.parse_args(argv)
+    render_catalog(Console(highlight=False), as_json=args.json)
+    return 0
+
+
+def _build(argv: list[str]) -> int:
+    from grader.build import build_scaffolds
+
+    p = _Parser(
+        prog="grade build",
+        description="Write the scaffolds in notebooks/ from the solutions in solutions/.",
+    )
+    p.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 if a scaffold is out of date"
+    )
+    p.add_argument(
+        "--root",
+        default=".",
+        metavar="DIR",
+        help="project folder holding solutions/ and notebooks/ (default .)",
+    )
+    args = p.parse_args(argv)
+    stale = build_scaffolds(Path(args.root), check=args.check)
+    console = Console(highlight=False, stderr=args.check and bool(stale))
+    for line in stale:
+        console.print(line, markup=False)
+    return 1 if (args.check and stale) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

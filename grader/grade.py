@@ -1,0 +1,81 @@
+"""The pipeline: read the notebook, find the exercise, run its cells, run the hidden checks,
+score, and return the report."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import torch
+
+import grader
+from grader.exercise import Exercise, find_exercise, load_catalog
+from grader.kernel import CellRun, Limits, Session
+from grader.notebook import Notebook, read_notebook
+from grader.remote import Kernel
+from grader.results import CellError, GradeReport, summarise
+from grader.runner import run_checks
+
+
+def grade_notebook(
+    path: str | Path,
+    exercise: str | None = None,
+    limits: Limits | None = None,
+    catalog: dict[str, Exercise] | None = None,
+) -> GradeReport:
+    """Grade one notebook file.
+
+    Raises:
+        GraderError: the notebook cannot be graded at all (bad file, unknown exercise,
+            kernel that will not start). Everything the candidate's code does is a result.
+    """
+    started = time.monotonic()
+    limits = limits or Limits()
+    notebook = read_notebook(path)
+    chosen = find_exercise(notebook, catalog or load_catalog(), exercise)
+    torch.backends.mha.set_fastpath_enabled(False)  # a deterministic oracle
+    with Session(notebook.code_cells, limits, chosen.watch_functions, chosen.watch_ops) as session:
+        kernel = Kernel(session)
+        tests = run_checks(chosen, kernel, limits, deadline=started + limits.total_timeout)
+        cells, restarts = session.cells, session.restarts
+    return build_report(chosen, notebook, tests, cells, restarts, time.monotonic() - started)
+
+
+def build_report(
+    exercise: Exercise,
+    notebook: Notebook,
+    tests: list,
+    cells: list[CellRun],
+    restarts: int,
+    duration: float,
+) -> GradeReport:
+    """Score the results (pure: no kernel)."""
+    levels, reached = summarise(exercise.levels, tests)
+    notes = []
+    if not notebook.code_cells:
+        notes.append("the notebook has no code cells")
+    if restarts:
+        notes.append(f"the kernel was restarted {restarts} time(s)")
+    cut = sum(c.output_cut for c in cells)
+    if cut:
+        notes.append(f"{cut:,} characters of cell output were cut")
+    return GradeReport(
+        exercise=exercise.id,
+        title=exercise.title,
+        notebook=str(notebook.path),
+        score=sum(t.score for t in tests),
+        max_score=exercise.max_score,
+        level_reached=reached,
+        level_reached_name=exercise.levels[reached - 1] if reached else "",
+        levels=levels,
+        duration_s=duration,
+        tests=tests,
+        cell_errors=[_cell_error(c) for c in cells if c.status != "ok"],
+        notes=notes,
+        torch_version=torch.__version__,
+        grader_version=grader.__version__,
+    )
+
+
+def _cell_error(cell: CellRun) -> CellError:
+    return CellError(cell.index + 1, cell.status, cell.message, cell.output, cell.output_cut)  # type: ignore[arg-type]

@@ -1,0 +1,436 @@
+"""The execution layer: one candidate kernel, driven by nbclient, answering the suite's calls.
+
+Only this module talks to Jupyter. A `Session` starts a fresh kernel of the grader's own
+Python (whatever kernelspec the notebook names) in a scratch directory, installs the shim,
+runs the candidate's cells with a time limit each, then carries the hidden suite's calls
+into the kernel and their answers back. Answers come back as files of plain data and
+tensors, loaded with ``torch.load(weights_only=True)``; nothing the kernel prints is read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import nbformat
+import torch
+from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+from jupyter_client.manager import AsyncKernelManager
+from nbclient import NotebookClient
+from nbclient.exceptions import DeadKernelError
+
+from grader import procs, sandbox
+from grader.errors import KernelStartError
+
+GiB = 1024**3
+SHIM_SOURCE = (Path(__file__).parent / "shim.py").read_text()
+_TIMEOUT_NAME = "GraderCellTimeout"
+# Sets the address-space limit, then becomes the kernel (argv: limit, "--", command...).
+_LIMIT_MEMORY = (
+    "import os, resource, sys; n = int(sys.argv[1]); "
+    "resource.setrlimit(resource.RLIMIT_AS, (n, n)); os.execv(sys.argv[3], sys.argv[3:])"
+)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on what the candidate's code may use. Times are seconds."""
+
+    cell_timeout: float = 60.0
+    call_timeout: float = 20.0
+    total_timeout: float = 900.0
+    startup_timeout: float = 60.0
+    memory_bytes: int | None = 8 * GiB
+    cell_output_bytes: int = 64 * 1024
+    total_output_bytes: int = 1024 * 1024
+    max_timeouts: int = 3
+    sandbox: bool = False
+
+
+@dataclass(frozen=True)
+class CellRun:
+    """What happened when one of the candidate's cells ran (index counts all cells from 0)."""
+
+    index: int
+    status: Literal["ok", "error", "timeout", "crashed"]
+    message: str = ""
+    output: str = ""
+    output_cut: int = 0
+
+
+class CallTimeout(Exception):
+    """A call into candidate code ran past its limit (the kernel was interrupted)."""
+
+
+class KernelCrashed(Exception):
+    """The kernel died during a call; a fresh one has been started in its place."""
+
+
+class NoAnswer(Exception):
+    """The kernel finished a call without writing an answer (candidate code broke the shim)."""
+
+
+@dataclass
+class _Run:
+    status: Literal["ok", "error", "timeout", "dead"] = "ok"
+    message: str = ""
+    output: list[str] = field(default_factory=list)
+    kept: int = 0
+    cut: int = 0
+
+
+class _Specs(KernelSpecManager):
+    """Always answers with the grader's own kernel command, whatever name is asked for."""
+
+    def __init__(self, argv: list[str], interrupt_mode: str) -> None:
+        super().__init__()
+        self._spec = KernelSpec(
+            argv=argv, display_name="grader", language="python", interrupt_mode=interrupt_mode
+        )
+
+    def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
+        return self._spec
+
+
+class _BoundedClient(NotebookClient):
+    """An nbclient client that keeps only a bounded amount of what a cell prints."""
+
+    run: _Run | None = None
+    cell_budget: int = 0
+    total_left: int = 0
+
+    def output(self, outs, msg, display_id, cell_index):  # type: ignore[override]
+        run = self.run
+        if run is None:
+            return None
+        content = msg.get("content", {})
+        text = content.get("text") or content.get("evalue") or ""
+        if not text and "data" in content:
+            text = str(content["data"].get("text/plain", ""))
+        room = max(0, min(self.cell_budget - run.kept, self.total_left))
+        if len(text) > room:
+            run.cut += len(text) - room
+            text = text[:room]
+        run.kept += len(text)
+        self.total_left -= len(text)
+        if text:
+            run.output.append(text)
+        return None
+
+
+class Session:
+    """A candidate kernel for the length of one grading.
+
+    Use as a context manager: entering starts the kernel and runs the cells (see `cells`),
+    leaving kills the kernel and every process it started and removes the scratch space.
+    """
+
+    def __init__(
+        self,
+        sources: list[tuple[int, str]],
+        limits: Limits,
+        watch_functions: tuple[str, ...] = (),
+        watch_ops: tuple[str, ...] = (),
+    ) -> None:
+        self.sources = sources
+        self.limits = limits
+        self.cells: list[CellRun] = []
+        self.seen: set[str] = set()
+        self.restarts = 0
+        self._install = _installer(watch_functions, watch_ops)
+        self._root = Path(tempfile.mkdtemp(prefix="grader-"))
+        self.workdir = self._root / "work"
+        self._io = self._root / "io"
+        for folder in (self.workdir, self._io, self._root / "home"):
+            folder.mkdir()
+        self._token = secrets.token_hex(8)
+        self._calls = 0
+        self._client: _BoundedClient | None = None
+        self._replaying = False
+        self._output_left = limits.total_output_bytes
+
+    def __enter__(self) -> Session:
+        try:
+            self._start()
+            self._run_cells()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- calls from the hidden suite -------------------------------------------------
+
+    def call(self, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        """Send one request to the shim and return its answer.
+
+        Raises:
+            CallTimeout: the call ran past its limit.
+            KernelCrashed: the kernel died (a fresh one is already running).
+            NoAnswer: the kernel wrote no answer.
+        """
+        self._calls += 1
+        request_path = self._io / f"request-{self._calls}.pt"
+        answer_path = self._io / f"answer-{self._calls}.pt"
+        torch.save(request, request_path)
+        code = (
+            f"{self._shim_ref}.serve({self._ns_ref}, {str(request_path)!r}, {str(answer_path)!r})"
+        )
+        run = self._execute(code, timeout or self.limits.call_timeout, keep_output=False)
+        request_path.unlink(missing_ok=True)
+        if run.status == "dead":
+            self.restart()
+            raise KernelCrashed()
+        if run.status == "timeout":
+            raise CallTimeout()
+        if not answer_path.exists():
+            raise NoAnswer(run.message or "no answer file")
+        try:
+            answer = torch.load(answer_path, weights_only=True)
+        except Exception as e:  # a damaged or forged file is the candidate's doing
+            raise NoAnswer(f"unreadable answer ({type(e).__name__})") from None
+        finally:
+            answer_path.unlink(missing_ok=True)
+        if not isinstance(answer, dict):
+            raise NoAnswer("malformed answer")
+        seen = answer.get("seen", [])
+        if isinstance(seen, list):
+            self.seen.update(str(name) for name in seen)
+        return answer
+
+    def restart(self) -> None:
+        """Replace the kernel with a fresh one and replay the cells that ran to completion."""
+        self.restarts += 1
+        self._fresh_kernel()
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def _start(self) -> None:
+        tag = secrets.token_hex(4)
+        self._shim_ref = f"__import__('sys').modules['_grader_shim_{tag}']"
+        self._ns_ref = "globals()"
+        argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+        if self.limits.memory_bytes:
+            argv = [
+                sys.executable,
+                "-I",
+                "-c",
+                _LIMIT_MEMORY,
+                str(self.limits.memory_bytes),
+                "--",
+                *argv,
+            ]
+        interrupt_mode = "signal"
+        if self.limits.sandbox:
+            argv = sandbox.wrap(argv, writable=[self._root])
+            interrupt_mode = "message"
+        manager = AsyncKernelManager(
+            kernel_spec_manager=_Specs(argv, interrupt_mode),
+            kernel_name="grader",
+            transport="ipc",  # Unix sockets in our private folder: no TCP port for others to reach
+        )
+        manager.connection_file = str(self._root / f"kernel-{tag}.json")
+        manager.ip = str(self._root / f"ipc-{tag}")
+        notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("")])
+        client = _BoundedClient(
+            notebook,
+            km=manager,
+            allow_errors=True,
+            interrupt_on_timeout=True,
+            error_on_timeout={"ename": _TIMEOUT_NAME, "evalue": "", "traceback": []},
+            startup_timeout=int(self.limits.startup_timeout),
+            iopub_timeout=2,
+            shutdown_kernel="immediate",
+            record_timing=False,
+        )
+        client.on_cell_executed = self._on_reply
+        client.timeout_func = lambda cell: self._timeout
+        self._timeout: float = self.limits.cell_timeout
+        self._client = client
+        try:
+            client.start_new_kernel(
+                cwd=str(self.workdir),
+                env=self._environment(),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,  # the kernel process's own fds: candidate output
+                stderr=subprocess.DEVNULL,  # arrives through Jupyter, bounded, or not at all
+            )
+            client.start_new_kernel_client()
+        except Exception as e:
+            self._stop()
+            raise KernelStartError(f"could not start the kernel: {_one_line(e)}") from None
+        run = self._execute(self._install_code(tag), self.limits.startup_timeout, keep_output=True)
+        if run.status != "ok":
+            self._stop()
+            raise KernelStartError(f"could not set up the kernel: {run.message or run.status}")
+
+    def _environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        for name in ("JPY_PARENT_PID", "JUPYTER_RUNTIME_DIR"):
+            env.pop(name, None)
+        env.update(
+            {
+                procs.TOKEN_VARIABLE: self._token,
+                "HOME": str(self._root / "home"),
+                "IPYTHONDIR": str(self._root / "home" / ".ipython"),
+                "MPLBACKEND": "Agg",
+                "PYTHONDONTWRITEBYTECODE": "1",
+                "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+            }
+        )
+        return env
+
+    def _install_code(self, tag: str) -> str:
+        return (
+            "exec(compile("
+            + repr(self._install.replace("{tag}", tag))
+            + ", '<grader-install>', 'exec'), {})"
+        )
+
+    def _stop(self) -> None:
+        client, self._client = self._client, None
+        if client is None:
+            return
+        kernel_pid = _kernel_pid(client)
+        doomed = procs.tagged(self._token)
+        if kernel_pid:
+            doomed |= procs.descendants(kernel_pid)
+        # The kernel may already be gone; the kill below is what matters.
+        with contextlib.suppress(Exception):
+            client._cleanup_kernel()
+        procs.kill_all(doomed | procs.tagged(self._token))
+
+    def close(self) -> None:
+        """Kill the kernel and everything it started; remove the scratch space."""
+        self._stop()
+        shutil.rmtree(self._root, ignore_errors=True)
+
+    # -- running code -----------------------------------------------------------------
+
+    def _run_cells(self) -> None:
+        self.cells = []
+        for index, source in self.sources:
+            run = self._execute(source, self.limits.cell_timeout, keep_output=True)
+            if run.status == "dead":
+                self._fresh_kernel()
+            self.cells.append(_cell_run(index, run, self.limits.cell_timeout))
+
+    def _fresh_kernel(self) -> None:
+        """Stop the kernel, start another, and replay the cells that ran to completion."""
+        self._stop()
+        self._start()
+        sources = dict(self.sources)
+        self._replaying = True
+        try:
+            for cell in self.cells:
+                if cell.status in ("ok", "error"):
+                    run = self._execute(
+                        sources[cell.index], self.limits.cell_timeout, keep_output=False
+                    )
+                    if run.status == "dead":
+                        break
+        finally:
+            self._replaying = False
+
+    def _execute(self, source: str, timeout: float, keep_output: bool) -> _Run:
+        client = self._client
+        assert client is not None
+        run = _Run()
+        client.run = run if keep_output else None
+        client.cell_budget = self.limits.cell_output_bytes
+        client.total_left = self._output_left
+        self._timeout = max(0.1, timeout)
+        self._reply: dict[str, Any] | None = None
+        cell = nbformat.v4.new_code_cell(source)
+        try:
+            client.execute_cell(cell, 0, store_history=False)
+        except DeadKernelError:
+            run.status = "dead"
+            return run
+        finally:
+            client.run = None
+            self._output_left = client.total_left
+        content = (self._reply or {}).get("content", {})
+        if content.get("status") == "error":
+            if content.get("ename") == _TIMEOUT_NAME:
+                run.status = "timeout"
+                if not self._settled():
+                    if self._replaying:
+                        run.status = "dead"
+                    else:
+                        self.restarts += 1
+                        self._fresh_kernel()  # the interrupt did not take
+            else:
+                run.status = "error"
+                run.message = _one_line(
+                    f"{content.get('ename', 'Error')}: {content.get('evalue', '')}"
+                )
+        return run
+
+    def _settled(self) -> bool:
+        """After an interrupt: wait for the kernel to come back; replace it if it does not."""
+        probe = nbformat.v4.new_code_cell("pass")
+        self._timeout = 5.0
+        self._reply = None
+        try:
+            self._client.execute_cell(probe, 0, store_history=False)  # type: ignore[union-attr]
+            ok = (self._reply or {}).get("content", {}).get("status") == "ok"
+        except DeadKernelError:
+            ok = False
+        return ok
+
+    def _on_reply(self, cell: Any, cell_index: int, execute_reply: dict[str, Any]) -> None:
+        self._reply = execute_reply
+
+
+def _installer(watch_functions: tuple[str, ...], watch_ops: tuple[str, ...]) -> str:
+    return (
+        "import sys, types\n"
+        "module = types.ModuleType('_grader_shim_{tag}')\n"
+        "module.__file__ = '<grader-shim>'\n"
+        f"exec(compile({SHIM_SOURCE!r}, '<grader-shim>', 'exec'), module.__dict__)\n"
+        f"module.install({list(watch_functions)!r}, {list(watch_ops)!r})\n"
+        "sys.modules[module.__name__] = module\n"
+    )
+
+
+def _cell_run(index: int, run: _Run, limit: float) -> CellRun:
+    output = "".join(run.output)
+    if run.status == "timeout":
+        return CellRun(
+            index,
+            "timeout",
+            f"ran past the {limit:g} s cell limit and was interrupted",
+            output,
+            run.cut,
+        )
+    if run.status == "dead":
+        return CellRun(index, "crashed", "the kernel died while running this cell", output, run.cut)
+    return CellRun(index, run.status, run.message, output, run.cut)  # type: ignore[arg-type]
+
+
+def _kernel_pid(client: NotebookClient) -> int | None:
+    manager = client.km
+    process = getattr(getattr(manager, "provisioner", None), "process", None)
+    return getattr(process, "pid", None)
+
+
+def _one_line(value: object, limit: int = 300) -> str:
+    text = " ".join(str(value).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def wall_clock() -> float:
+    """Monotonic seconds, for durations in the report."""
+    return time.monotonic()

@@ -1,0 +1,89 @@
+"""Finding and killing every process the candidate started, so that none outlives grading.
+
+Each kernel is started with a per-session token in its environment. Processes inherit it,
+so they are found by the token even after they double-fork away from the kernel's tree;
+the kernel's live descendants are added for good measure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+
+TOKEN_VARIABLE = "GRADER_SESSION"
+
+
+def _stat_fields(pid: int) -> list[bytes] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # The command name may hold spaces and parentheses: split after the last ')'.
+    return stat[stat.rfind(b")") + 2 :].split()
+
+
+def _pids() -> list[int]:
+    try:
+        return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+    except OSError:
+        return []
+
+
+def alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie."""
+    fields = _stat_fields(pid)
+    return bool(fields) and fields[0] != b"Z"
+
+
+def descendants(pid: int) -> set[int]:
+    """Live descendants of `pid`, read from /proc."""
+    parents = {}
+    for child in _pids():
+        fields = _stat_fields(child)
+        if fields and fields[0] != b"Z":
+            parents[child] = int(fields[1])
+    found: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def tagged(token: str) -> set[int]:
+    """Live processes whose environment carries this session's token."""
+    needle = f"{TOKEN_VARIABLE}={token}".encode()
+    found = set()
+    for pid in _pids():
+        if pid == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                environ = f.read()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0") and alive(pid):
+            found.add(pid)
+    return found
+
+
+def kill_all(pids: set[int]) -> None:
+    """SIGKILL every pid, then reap those that are our own children."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    waiting = set(pids)
+    deadline = time.monotonic() + 2
+    while waiting and time.monotonic() < deadline:
+        for pid in list(waiting):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:  # not our child: its own parent or init reaps it
+                done = 0 if alive(pid) else pid
+            if done:
+                waiting.discard(pid)
+        if waiting:
+            time.sleep(0.01)

@@ -1,0 +1,189 @@
+"""What a hidden test holds: proxies for the candidate's objects, living in the kernel.
+
+A test writes ordinary-looking code (``mha = kernel.new("MultiHeadAttention", cfg)``,
+``y, w = mha(x, need_weights=True)``); each call travels to the kernel through the shim
+and its result comes back as tensors and plain data. Exceptions from candidate code come
+back as `CandidateRaised`, never as exceptions of the candidate's own classes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from grader.kernel import Session
+
+
+@dataclass(frozen=True)
+class Foreign:
+    """A value of a type that does not cross the wire (a NumPy array, say)."""
+
+    type: str
+    text: str = ""
+
+
+class CandidateRaised(Exception):
+    """Candidate code raised while the suite called it."""
+
+    def __init__(self, label: str, info: dict[str, Any]) -> None:
+        self.label = label
+        self.type = str(info.get("type", "Exception"))
+        self.text = str(info.get("message", ""))
+        self.where = info.get("where") or label
+        self.line = info.get("line") or ""
+        self.not_implemented = bool(info.get("not_implemented"))
+        self.memory = bool(info.get("memory"))
+        super().__init__(self.summary())
+
+    def summary(self) -> str:
+        """One line for the report."""
+        if self.not_implemented:
+            return f"not implemented: {self.where}"
+        if self.memory:
+            return f"memory limit exceeded in {self.where}"
+        text = f"{self.where} raised {self.type}"
+        if self.text:
+            text += f": {self.text}"
+        if self.line:
+            text += f"  [at: {self.line}]"
+        return " ".join(text.split())
+
+
+class Kernel:
+    """The suite's handle on the candidate's kernel."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    @property
+    def sources(self) -> list[str]:
+        """The source of every code cell in the notebook."""
+        return [source for _, source in self.session.sources]
+
+    @property
+    def seen(self) -> set[str]:
+        """Watched torch built-ins the candidate's code has called so far."""
+        return set(self.session.seen)
+
+    def get(self, name: str) -> Remote:
+        """A top-level name from the candidate's notebook (class, function, value)."""
+        return Remote(self, {"__global__": name}, name)
+
+    def new(self, class_name: str, *args: Any, seed: int | None = 0, **kwargs: Any) -> Remote:
+        """Construct a candidate class; torch is seeded first so weights are reproducible."""
+        return self.call({"__global__": class_name}, None, args, kwargs, class_name, seed=seed)
+
+    def call(
+        self,
+        target: dict[str, Any],
+        method: str | None,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        label: str,
+        seed: int | None = None,
+    ) -> Any:
+        """Call `target.method(*args, **kwargs)` (or `target(...)`) in the kernel."""
+        request = {
+            "op": "call",
+            "target": target,
+            "method": method,
+            "args": _wire(list(args)),
+            "kwargs": _wire(kwargs),
+            "seed": seed,
+        }
+        return self._answer(request, label)
+
+    def grad(
+        self,
+        remote: Remote,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        wrt: list[int],
+        cotangent: torch.Tensor,
+        output_path: list[int] = (),  # type: ignore[assignment]
+    ) -> dict[str, Any]:
+        """Backpropagate ``sum(output * cotangent)`` through ``remote(*args)``.
+
+        Returns ``{"inputs": [grad per index in wrt], "params": {name: grad or None}}``.
+        """
+        request = {
+            "op": "grad",
+            "target": remote.target,
+            "method": None,
+            "args": _wire(list(args)),
+            "kwargs": _wire(kwargs),
+            "wrt": list(wrt),
+            "cotangent": cotangent,
+            "output_path": list(output_path),
+            "params_of": remote.target,
+            "seed": 0,
+        }
+        return self._answer(request, f"{remote.label}.forward (backward pass)")
+
+    def modules(self, remote: Remote) -> list[tuple[str, str]]:
+        """(name, type) of every submodule of a candidate nn.Module."""
+        request = {"op": "modules", "target": remote.target}
+        return [tuple(pair) for pair in self._answer(request, remote.label)]
+
+    def _answer(self, request: dict[str, Any], label: str) -> Any:
+        answer = self.session.call(request)
+        if "raised" in answer:
+            raise CandidateRaised(label, answer["raised"])
+        return self._unwire(answer.get("value"), label)
+
+    def _unwire(self, value: Any, label: str) -> Any:
+        if isinstance(value, dict):
+            if "__ref__" in value:
+                return Remote(
+                    self, {"__ref__": value["__ref__"]}, label, str(value.get("type", ""))
+                )
+            if "__foreign__" in value:
+                return Foreign(str(value["__foreign__"]), str(value.get("repr", "")))
+            return {key: self._unwire(item, label) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self._unwire(item, label) for item in value]
+        if isinstance(value, tuple):
+            return tuple(self._unwire(item, label) for item in value)
+        return value
+
+
+class Remote:
+    """A candidate object in the kernel; calling it or its methods runs candidate code."""
+
+    def __init__(
+        self, kernel: Kernel, target: dict[str, Any], label: str, type_name: str = ""
+    ) -> None:
+        self.kernel = kernel
+        self.target = target
+        self.label = label
+        self.type_name = type_name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        label = self.label if "." in self.label or not self.type_name else f"{self.label}.forward"
+        return self.kernel.call(self.target, None, args, kwargs, label)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+
+        def method(*args: Any, **kwargs: Any) -> Any:
+            return self.kernel.call(self.target, name, args, kwargs, f"{self.label}.{name}")
+
+        return method
+
+    def __repr__(self) -> str:
+        return f"<remote {self.label}>"
+
+
+def _wire(value: Any) -> Any:
+    """Turn Remotes into references the shim can resolve; leave data alone."""
+    if isinstance(value, Remote):
+        return value.target
+    if isinstance(value, (list, tuple)):
+        items = [_wire(item) for item in value]
+        return tuple(items) if isinstance(value, tuple) else items
+    if isinstance(value, dict):
+        return {key: _wire(item) for key, item in value.items()}
+    return value

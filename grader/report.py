@@ -1,0 +1,131 @@
+"""Rendering a GradeReport: the rich report card, JSON, and JUnit XML."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+from rich import box
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from grader.results import GradeReport
+
+_STYLE = {
+    "passed": "green",
+    "failed": "red",
+    "error": "red",
+    "timeout": "yellow",
+    "crashed": "magenta",
+    "not_implemented": "dim",
+    "skipped": "dim",
+}
+_LABEL = {"not_implemented": "not implemented"}
+
+
+def _points(value: float) -> str:
+    return f"{value:g}"
+
+
+def render(report: GradeReport, console: Console) -> None:
+    """Print the report card."""
+    head = Text.assemble(
+        ("Exercise  ", "bold"), f"{report.exercise} — {report.title}\n",
+        ("Notebook  ", "bold"), f"{report.notebook}\n",
+        ("Duration  ", "bold"), f"{report.duration_s:.1f} s   (torch {report.torch_version})",
+    )  # fmt: skip
+    levels = Table(title="Levels", title_justify="left", box=box.SIMPLE_HEAD)
+    levels.add_column("#", justify="right")
+    levels.add_column("level")
+    levels.add_column("tests", justify="right")
+    levels.add_column("points", justify="right")
+    for level in report.levels:
+        ok = level.passed == level.total
+        style = "green" if ok else ("red" if level.passed < level.total else "")
+        levels.add_row(
+            str(level.number), level.name, Text(f"{level.passed}/{level.total}", style=style),
+            f"{_points(level.score)}/{_points(level.max_score)}",
+        )  # fmt: skip
+    parts = [head, levels]
+    problems = [t for t in report.tests if t.status != "passed"]
+    if problems:
+        table = Table(
+            title="What did not pass", title_justify="left", box=box.SIMPLE_HEAD, expand=True
+        )
+        table.add_column("lvl", justify="right", no_wrap=True)
+        table.add_column("test", overflow="fold", ratio=2)
+        table.add_column("why", overflow="fold", ratio=3)
+        for t in problems:
+            label = _LABEL.get(t.status, t.status)
+            why = Text(label, style=_STYLE[t.status])
+            message = t.message.removeprefix(f"{label}: ")
+            if message:
+                why.append(f": {message}")
+            table.add_row(str(t.level), t.id + ("" if t.hidden else " (public)"), why)
+        parts.append(table)
+    if report.cell_errors:
+        cells = Table(
+            title="The notebook's own cells", title_justify="left", box=box.SIMPLE_HEAD, expand=True
+        )
+        cells.add_column("cell", justify="right")
+        cells.add_column("what")
+        cells.add_column("message", overflow="fold")
+        for c in report.cell_errors:
+            message = c.message
+            if c.output_cut:
+                message += f" (output cut: {c.output_cut:,} characters not shown)"
+            cells.add_row(str(c.cell), c.kind, message)
+        parts.append(cells)
+    for note in report.notes:
+        parts.append(Text(f"note: {note}", style="dim"))
+    reached = (
+        f"level {report.level_reached} ({report.level_reached_name})"
+        if report.level_reached
+        else "none"
+    )
+    style = "bold green" if report.full_marks else "bold"
+    parts.append(
+        Text.assemble(
+            ("Score ", "bold"),
+            (f"{_points(report.score)}/{_points(report.max_score)}", style),
+            ("   Level reached ", "bold"),
+            reached,
+        )  # fmt: skip
+    )
+    console.rule("Grade report")
+    console.print(Group(*parts))
+    console.rule()
+
+
+def to_json(report: GradeReport) -> str:
+    """The `--json` document: one object."""
+    return json.dumps(report.to_dict(), indent=2)
+
+
+def to_junit(report: GradeReport) -> str:
+    """JUnit XML: one testsuite, one testcase per hidden test, for CI dashboards."""
+    counts = {s: sum(t.status == s for t in report.tests) for s in _STYLE}
+    suite = ET.Element(
+        "testsuite",
+        name=report.exercise,
+        tests=str(len(report.tests)),
+        failures=str(counts["failed"]),
+        errors=str(counts["error"] + counts["timeout"] + counts["crashed"]),
+        skipped=str(counts["skipped"] + counts["not_implemented"]),
+        time=f"{report.duration_s:.3f}",
+    )
+    for t in report.tests:
+        case = ET.SubElement(
+            suite, "testcase", classname=f"{report.exercise}.{t.level_name}", name=t.id
+        )
+        if t.status == "failed":
+            ET.SubElement(case, "failure", message=t.message)
+        elif t.status in ("error", "timeout", "crashed"):
+            ET.SubElement(case, "error", message=f"{t.status}: {t.message}")
+        elif t.status in ("skipped", "not_implemented"):
+            ET.SubElement(case, "skipped", message=t.message or t.status)
+    ET.SubElement(suite, "system-out").text = json.dumps(
+        {"score": report.score, "max_score": report.max_score, "notebook": report.notebook}
+    )
+    return ET.tostring(suite, encoding="unicode", xml_declaration=True)

@@ -1,0 +1,100 @@
+"""Results of a grading: frozen data, scored and serialised without a kernel."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Status = Literal["passed", "failed", "error", "timeout", "not_implemented", "skipped", "crashed"]
+STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """The outcome of one hidden test."""
+
+    __test__ = False  # not a pytest class
+
+    id: str
+    level: int
+    level_name: str
+    status: Status
+    score: float
+    max_score: float
+    message: str = ""
+    hidden: bool = True
+
+
+@dataclass(frozen=True)
+class CellError:
+    """A candidate cell that raised, ran out of time, or killed the kernel (cell counts from 1)."""
+
+    cell: int
+    kind: Literal["error", "timeout", "crashed"]
+    message: str
+    output: str = ""
+    output_cut: int = 0
+
+
+@dataclass(frozen=True)
+class LevelSummary:
+    """Tests passed and points earned on one level."""
+
+    number: int
+    name: str
+    passed: int
+    total: int
+    score: float
+    max_score: float
+
+
+@dataclass(frozen=True)
+class GradeReport:
+    """Everything the report card, the JSON and the JUnit file say."""
+
+    exercise: str
+    title: str
+    notebook: str
+    score: float
+    max_score: float
+    level_reached: int
+    level_reached_name: str
+    levels: list[LevelSummary]
+    duration_s: float
+    tests: list[TestResult]
+    cell_errors: list[CellError]
+    notes: list[str] = field(default_factory=list)
+    torch_version: str = ""
+    grader_version: str = ""
+
+    @property
+    def full_marks(self) -> bool:
+        """True when every point was earned."""
+        return self.max_score > 0 and self.score >= self.max_score
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (the `--json` schema)."""
+        data = asdict(self)
+        data["duration_s"] = round(self.duration_s, 3)
+        return data
+
+
+def summarise(level_names: list[str], tests: list[TestResult]) -> tuple[list[LevelSummary], int]:
+    """Per-level totals, and the highest level reached with every level up to it fully passed."""
+    levels = []
+    reached = 0
+    still_climbing = True
+    for number, name in enumerate(level_names, start=1):
+        mine = [t for t in tests if t.level == number]
+        passed = sum(t.status == "passed" for t in mine)
+        levels.append(
+            LevelSummary(
+                number, name, passed, len(mine),
+                sum(t.score for t in mine), sum(t.max_score for t in mine),
+            )
+        )  # fmt: skip
+        if still_climbing and mine and passed == len(mine):
+            reached = number
+        else:
+            still_climbing = False
+    return levels, reached

@@ -1,0 +1,118 @@
+"""The `grade` command line: exit codes, one-line errors, catalog, build check."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import nbformat
+import pytest
+
+from grader.cli import main, parse_size
+from tests.helpers import ROOT, SOLUTIONS, grade, notebook_with
+
+
+def _run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(
+    ("setup", "expected"),
+    [
+        (lambda p: None, "no such file"),
+        (lambda p: p.mkdir(), "is a directory"),
+        (lambda p: p.write_text(""), "file is empty"),
+        (lambda p: p.write_text("{oops"), "invalid JSON"),
+        (lambda p: p.write_bytes(b"\x00\xff" * 100), "not a text file"),
+    ],
+)
+def test_unreadable_notebook_exits_2_with_one_line(tmp_path, capsys, setup, expected):
+    path = tmp_path / "nb.ipynb"
+    setup(path)
+    code, out, err = _run(capsys, str(path))
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and expected in err and str(path) in err
+    assert "Traceback" not in err
+
+
+def test_unknown_exercise_exits_2(tmp_path, capsys):
+    code, _, err = _run(capsys, str(SOLUTIONS / "mha_interview.ipynb"), "--exercise", "nope")
+    assert code == 2 and "unknown exercise 'nope'" in err
+
+
+def test_notebook_matching_no_exercise_exits_2(tmp_path, capsys):
+    path = tmp_path / "plain.ipynb"
+    nbformat.write(notebook_with("x = 1"), path)
+    code, _, err = _run(capsys, str(path))
+    assert code == 2 and "pass --exercise" in err
+
+
+@pytest.mark.parametrize("flag", [["--cell-timeout", "0"], ["--memory-limit", "lots"], ["--bogus"]])
+def test_bad_flags_exit_2(capsys, flag):
+    code, _, err = _run(capsys, str(SOLUTIONS / "mha_interview.ipynb"), *flag)
+    assert code == 2 and err.startswith("grade: error:") and "Traceback" not in err
+
+
+def test_sizes_parse():
+    assert parse_size("8G") == 8 * 1024**3
+    assert parse_size("512M") == 512 * 1024**2
+    assert parse_size("1.5GiB") == int(1.5 * 1024**3)
+    assert parse_size("none") is None
+
+
+def test_list_prints_the_catalog(capsys):
+    code, out, _ = _run(capsys, "list", "--json")
+    rows = json.loads(out)
+    assert code == 0
+    assert {"id", "title", "seed", "levels", "points"} <= set(rows[0])
+    assert "mha_interview" in {r["id"] for r in rows}
+
+
+def test_build_check_passes_on_this_checkout(capsys):
+    code, _, _ = _run(capsys, "build", "--check", "--root", str(ROOT))
+    assert code == 0
+
+
+def test_build_check_fails_on_a_stale_scaffold(tmp_path, capsys):
+    shutil.copytree(ROOT / "solutions", tmp_path / "solutions")
+    code, _, err = _run(capsys, "build", "--check", "--root", str(tmp_path))
+    assert code == 1 and "out of date" in err
+
+
+@pytest.mark.kernel
+def test_console_script_grades_and_writes_junit(tmp_path):
+    junit = tmp_path / "out.xml"
+    done = subprocess.run(
+        ["grade", str(SOLUTIONS / "mha_interview.ipynb"), "--junit", str(junit)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Score" in done.stdout and "Level reached" in done.stdout
+    assert "<testsuite" in junit.read_text()
+
+
+@pytest.mark.kernel
+def test_exercise_flag_overrides_metadata(tmp_path):
+    nb = nbformat.read(SOLUTIONS / "mha_interview.ipynb", as_version=4)
+    nb.metadata["grader"] = {"exercise": "something_else"}
+    path = tmp_path / "renamed.ipynb"
+    nbformat.write(nb, path)
+    assert grade(path).returncode == 2
+    graded = grade(path, "--exercise", "mha_interview")
+    assert graded.returncode == 0 and graded.report["exercise"] == "mha_interview"
+
+
+@pytest.mark.kernel
+def test_notebook_without_metadata_is_matched_by_its_names(tmp_path):
+    nb = nbformat.read(SOLUTIONS / "mha_interview.ipynb", as_version=4)
+    del nb.metadata["grader"]
+    path = tmp_path / "anonymous.ipynb"
+    nbformat.write(nb, path)
+    graded = grade(path)
+    assert graded.returncode == 0 and graded.report["exercise"] == "mha_interview"

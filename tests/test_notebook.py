@@ -1,0 +1,95 @@
+"""Reading notebooks: every way a file can be bad gets one line naming the file and the problem."""
+
+from __future__ import annotations
+
+import json
+
+import nbformat
+import pytest
+
+from grader.errors import NotebookError
+from grader.notebook import defined_names, read_notebook
+
+
+def _write(tmp_path, name, content):
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return path
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ("", "file is empty"),
+        ("   \n", "file is empty"),
+        ("{not json", "invalid JSON at line 1"),
+        ("[1, 2, 3]", "JSON but not a notebook"),
+        ('{"hello": "world"}', "JSON but not a notebook"),
+        ('{"cells": []}', "no 'nbformat' version"),
+        (
+            json.dumps({"nbformat": 3, "nbformat_minor": 0, "worksheets": [], "metadata": {}}),
+            "nbformat 3 is too old",
+        ),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe", "not a text file"),
+        (
+            json.dumps(
+                {
+                    "nbformat": 4,
+                    "nbformat_minor": 5,
+                    "cells": [{"cell_type": "bogus"}],
+                    "metadata": {},
+                }
+            ),
+            "not a valid nbformat 4 notebook",
+        ),
+    ],
+)
+def test_bad_content_is_named_in_one_line(tmp_path, content, problem):
+    path = _write(tmp_path, "bad.ipynb", content)
+    with pytest.raises(NotebookError) as raised:
+        read_notebook(path)
+    message = str(raised.value)
+    assert message.startswith(str(path))
+    assert problem in message
+    assert "\n" not in message
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(NotebookError, match="no such file"):
+        read_notebook(tmp_path / "absent.ipynb")
+
+
+def test_directory(tmp_path):
+    with pytest.raises(NotebookError, match="is a directory"):
+        read_notebook(tmp_path)
+
+
+def test_file_over_the_size_limit(tmp_path):
+    path = _write(tmp_path, "big.ipynb", nbformat.writes(nbformat.v4.new_notebook()))
+    with pytest.raises(NotebookError, match="over the 10-byte limit"):
+        read_notebook(path, max_bytes=10)
+
+
+def test_good_notebook_exposes_code_cells_and_exercise(tmp_path):
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_markdown_cell("hi"),
+            nbformat.v4.new_code_cell("x = 1"),
+            nbformat.v4.new_code_cell("  "),
+        ],
+        metadata={"grader": {"exercise": "mha_interview"}},
+    )
+    path = tmp_path / "ok.ipynb"
+    nbformat.write(nb, path)
+    notebook = read_notebook(path)
+    assert notebook.code_cells == [(1, "x = 1")]
+    assert notebook.exercise_id == "mha_interview"
+
+
+def test_defined_names_skips_cells_that_do_not_parse():
+    sources = [
+        "class A:\n    pass\nx = 1",
+        "def f(:\n",
+        "%matplotlib inline\nimport torch\ndef g():\n    pass",
+    ]
+    assert defined_names(sources) == {"A", "x", "g"}

@@ -1,0 +1,102 @@
+"""Scoring and serialising, without a kernel."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+from rich.console import Console
+
+from grader.report import render, to_json, to_junit
+from grader.results import CellError, GradeReport, TestResult, summarise
+
+LEVELS = ["shapes", "masks", "parity"]
+
+
+def _t(id, level, status, points=1.0, message=""):
+    return TestResult(
+        id, level, LEVELS[level - 1], status, points if status == "passed" else 0, points, message
+    )
+
+
+def test_level_reached_stops_at_the_first_incomplete_level():
+    tests = [_t("a", 1, "passed"), _t("b", 2, "failed"), _t("c", 3, "passed")]
+    levels, reached = summarise(LEVELS, tests)
+    assert reached == 1
+    assert [(lv.passed, lv.total) for lv in levels] == [(1, 1), (0, 1), (1, 1)]
+
+
+def test_all_passed_reaches_the_top_and_none_passed_reaches_nothing():
+    assert summarise(LEVELS, [_t(str(i), i, "passed") for i in (1, 2, 3)])[1] == 3
+    assert summarise(LEVELS, [_t(str(i), i, "not_implemented") for i in (1, 2, 3)])[1] == 0
+
+
+def _report(tests):
+    levels, reached = summarise(LEVELS, tests)
+    return GradeReport(
+        exercise="demo", title="Demo", notebook="nb.ipynb",
+        score=sum(t.score for t in tests), max_score=sum(t.max_score for t in tests),
+        level_reached=reached, level_reached_name=LEVELS[reached - 1] if reached else "",
+        levels=levels, duration_s=1.23456, tests=tests,
+        cell_errors=[CellError(4, "error", "NameError: name 'x' is not defined")],
+    )  # fmt: skip
+
+
+def test_json_has_the_documented_fields():
+    report = _report(
+        [
+            _t("a", 1, "passed"),
+            _t("b", 2, "failed", message="weights on padded keys: max 0.31, want < 1e-06"),
+        ]
+    )
+    data = json.loads(to_json(report))
+    for key in (
+        "exercise",
+        "notebook",
+        "score",
+        "max_score",
+        "level_reached",
+        "duration_s",
+        "tests",
+        "cell_errors",
+    ):
+        assert key in data
+    assert set(data["tests"][0]) >= {
+        "id",
+        "level",
+        "level_name",
+        "status",
+        "score",
+        "max_score",
+        "message",
+        "hidden",
+    }
+    assert data["duration_s"] == 1.235
+    assert not report.full_marks
+
+
+def test_junit_marks_failures_and_skips():
+    report = _report(
+        [_t("a", 1, "passed"), _t("b", 2, "failed", message="bad"), _t("c", 3, "not_implemented")]
+    )
+    suite = ET.fromstring(to_junit(report))
+    assert (
+        suite.get("tests") == "3" and suite.get("failures") == "1" and suite.get("skipped") == "1"
+    )
+    assert suite.find("testcase[@name='b']/failure").get("message") == "bad"
+
+
+def test_report_card_shows_levels_failures_cell_errors_and_score():
+    report = _report(
+        [
+            _t("a", 1, "passed"),
+            _t("b", 2, "failed", message="weights on padded keys: max 0.31, want < 1e-06"),
+        ]
+    )
+    console = Console(record=True, width=100)
+    render(report, console)
+    text = console.export_text()
+    assert "weights on padded keys: max 0.31" in text
+    assert "NameError" in text
+    assert "Score 1/2" in text
+    assert "level 1 (shapes)" in text
