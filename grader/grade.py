@@ -34,9 +34,13 @@ def grade_notebook(
     notebook = read_notebook(path)
     chosen = find_exercise(notebook, catalog or load_catalog(), exercise)
     torch.backends.mha.set_fastpath_enabled(False)  # a deterministic oracle
-    with Session(notebook.code_cells, limits, chosen.watch_functions, chosen.watch_ops) as session:
+    deadline = started + limits.total_timeout
+    session = Session(
+        notebook.code_cells, limits, chosen.watch_functions, chosen.watch_ops, deadline
+    )
+    with session:
         kernel = Kernel(session)
-        tests = run_checks(chosen, kernel, limits, deadline=started + limits.total_timeout)
+        tests = run_checks(chosen, kernel, limits, deadline)
         cells, restarts = session.cells, session.restarts
     return build_report(chosen, notebook, tests, cells, restarts, time.monotonic() - started)
 

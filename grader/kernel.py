@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -61,7 +61,7 @@ class CellRun:
     """What happened when one of the candidate's cells ran (index counts all cells from 0)."""
 
     index: int
-    status: Literal["ok", "error", "timeout", "crashed"]
+    status: Literal["ok", "error", "timeout", "crashed", "skipped"]
     message: str = ""
     output: str = ""
     output_cut: int = 0
@@ -140,14 +140,23 @@ class Session:
         limits: Limits,
         watch_functions: tuple[str, ...] = (),
         watch_ops: tuple[str, ...] = (),
+        deadline: float | None = None,
     ) -> None:
         self.sources = sources
         self.limits = limits
+        self.deadline = (
+            deadline if deadline is not None else time.monotonic() + limits.total_timeout
+        )
         self.cells: list[CellRun] = []
         self.seen: set[str] = set()
         self.restarts = 0
-        self._install = _installer(watch_functions, watch_ops)
-        self._root = Path(tempfile.mkdtemp(prefix="grader-"))
+        self._install = _installer(
+            watch_functions,
+            watch_ops,
+            limits.cell_output_bytes + 64,
+            limits.total_output_bytes + 64,
+        )
+        self._root = _scratch_root()
         self.workdir = self._root / "work"
         self._io = self._root / "io"
         for folder in (self.workdir, self._io, self._root / "home"):
@@ -156,6 +165,7 @@ class Session:
         self._calls = 0
         self._client: _BoundedClient | None = None
         self._replaying = False
+        self._cell_ids: dict[int, str] = {}
         self._output_left = limits.total_output_bytes
 
     def __enter__(self) -> Session:
@@ -187,7 +197,8 @@ class Session:
         code = (
             f"{self._shim_ref}.serve({self._ns_ref}, {str(request_path)!r}, {str(answer_path)!r})"
         )
-        run = self._execute(code, timeout or self.limits.call_timeout, keep_output=False)
+        limit = min(timeout or self.limits.call_timeout, max(1.0, self.deadline - time.monotonic()))
+        run = self._execute(code, limit, keep_output=False)
         request_path.unlink(missing_ok=True)
         if run.status == "dead":
             self.restart()
@@ -233,7 +244,9 @@ class Session:
             ]
         interrupt_mode = "signal"
         if self.limits.sandbox:
-            argv = sandbox.wrap(argv, writable=[self._root])
+            # The grader is invisible from the sandbox's PID namespace: --die-with-parent
+            # ends the kernel with the grader instead of ipykernel's parent poller.
+            argv = sandbox.wrap([*argv, "--IPKernelApp.parent_handle=0"], writable=[self._root])
             interrupt_mode = "message"
         manager = AsyncKernelManager(
             kernel_spec_manager=_Specs(argv, interrupt_mode),
@@ -259,12 +272,15 @@ class Session:
         self._timeout: float = self.limits.cell_timeout
         self._client = client
         try:
+            # The kernel process's own stdout/stderr are dropped: candidate output arrives
+            # through Jupyter, bounded, or not at all (GRADER_DEBUG=1 lets it through).
+            debug = bool(os.environ.get("GRADER_DEBUG"))
             client.start_new_kernel(
                 cwd=str(self.workdir),
                 env=self._environment(),
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,  # the kernel process's own fds: candidate output
-                stderr=subprocess.DEVNULL,  # arrives through Jupyter, bounded, or not at all
+                stdout=sys.stderr.fileno() if debug else subprocess.DEVNULL,
+                stderr=None if debug else subprocess.DEVNULL,
             )
             client.start_new_kernel_client()
         except Exception as e:
@@ -321,10 +337,34 @@ class Session:
     def _run_cells(self) -> None:
         self.cells = []
         for index, source in self.sources:
-            run = self._execute(source, self.limits.cell_timeout, keep_output=True)
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                message = f"not run: grading passed its {self.limits.total_timeout:g} s limit"
+                self.cells.append(CellRun(index, "skipped", message))
+                continue
+            run = self._execute(source, min(self.limits.cell_timeout, left), keep_output=True)
+            self._cell_ids[index] = str(
+                (self._reply or {}).get("parent_header", {}).get("msg_id", "")
+            )
             if run.status == "dead":
                 self._fresh_kernel()
             self.cells.append(_cell_run(index, run, self.limits.cell_timeout))
+        self._count_cut_output()
+
+    def _count_cut_output(self) -> None:
+        """Add what the shim dropped at the source to each cell's count of cut output."""
+        try:
+            cut = self.call({"op": "output_cut"}).get("value")
+        except (CallTimeout, KernelCrashed, NoAnswer):
+            return
+        if not isinstance(cut, dict):
+            return
+        self.cells = [
+            replace(
+                c, output_cut=c.output_cut + int(cut.get(self._cell_ids.get(c.index, ""), 0) or 0)
+            )
+            for c in self.cells
+        ]
 
     def _fresh_kernel(self) -> None:
         """Stop the kernel, start another, and replay the cells that ran to completion."""
@@ -394,13 +434,28 @@ class Session:
         self._reply = execute_reply
 
 
-def _installer(watch_functions: tuple[str, ...], watch_ops: tuple[str, ...]) -> str:
+def _scratch_root() -> Path:
+    """A private folder for the session. Unix socket paths must stay under ~100 bytes, so
+    a deep TMPDIR gives way to /tmp."""
+    root = Path(tempfile.mkdtemp(prefix="grader-"))
+    if len(str(root)) > 60 and Path("/tmp").is_dir():
+        root.rmdir()
+        root = Path(tempfile.mkdtemp(prefix="grader-", dir="/tmp"))
+    return root
+
+
+def _installer(
+    watch_functions: tuple[str, ...],
+    watch_ops: tuple[str, ...],
+    cell_output: int,
+    total_output: int,
+) -> str:
     return (
         "import sys, types\n"
         "module = types.ModuleType('_grader_shim_{tag}')\n"
         "module.__file__ = '<grader-shim>'\n"
         f"exec(compile({SHIM_SOURCE!r}, '<grader-shim>', 'exec'), module.__dict__)\n"
-        f"module.install({list(watch_functions)!r}, {list(watch_ops)!r})\n"
+        f"module.install({list(watch_functions)!r}, {list(watch_ops)!r}, {cell_output}, {total_output})\n"
         "sys.modules[module.__name__] = module\n"
     )
 
@@ -417,7 +472,10 @@ def _cell_run(index: int, run: _Run, limit: float) -> CellRun:
         )
     if run.status == "dead":
         return CellRun(index, "crashed", "the kernel died while running this cell", output, run.cut)
-    return CellRun(index, run.status, run.message, output, run.cut)  # type: ignore[arg-type]
+    message = run.message
+    if message.startswith("MemoryError") or "can't allocate memory" in message:
+        message = f"memory limit exceeded ({message})"
+    return CellRun(index, run.status, message, output, run.cut)  # type: ignore[arg-type]
 
 
 def _kernel_pid(client: NotebookClient) -> int | None:

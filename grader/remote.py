@@ -35,10 +35,13 @@ class CandidateRaised(Exception):
         self.line = info.get("line") or ""
         self.not_implemented = bool(info.get("not_implemented"))
         self.memory = bool(info.get("memory"))
+        self.undefined = info.get("undefined")
         super().__init__(self.summary())
 
     def summary(self) -> str:
         """One line for the report."""
+        if self.undefined:
+            return f"the notebook does not define {self.undefined} (did a cell fail?)"
         if self.not_implemented:
             return f"not implemented: {self.where}"
         if self.memory:
@@ -103,9 +106,12 @@ class Kernel:
         wrt: list[int],
         cotangent: torch.Tensor,
         output_path: list[int] = (),  # type: ignore[assignment]
+        params: bool = True,
     ) -> dict[str, Any]:
         """Backpropagate ``sum(output * cotangent)`` through ``remote(*args)``.
 
+        `output_path` picks the output to differentiate (``[0]`` for the first of a
+        tuple); `params=False` for a plain function, which has no parameters.
         Returns ``{"inputs": [grad per index in wrt], "params": {name: grad or None}}``.
         """
         request = {
@@ -117,7 +123,7 @@ class Kernel:
             "wrt": list(wrt),
             "cotangent": cotangent,
             "output_path": list(output_path),
-            "params_of": remote.target,
+            "params_of": remote.target if params else None,
             "seed": 0,
         }
         return self._answer(request, f"{remote.label}.forward (backward pass)")

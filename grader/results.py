@@ -30,7 +30,7 @@ class CellError:
     """A candidate cell that raised, ran out of time, or killed the kernel (cell counts from 1)."""
 
     cell: int
-    kind: Literal["error", "timeout", "crashed"]
+    kind: Literal["error", "timeout", "crashed", "skipped"]
     message: str
     output: str = ""
     output_cut: int = 0

@@ -16,22 +16,22 @@ def run_checks(
 ) -> list[TestResult]:
     """Run every check in level order; candidate trouble is recorded, never raised.
 
-    After `limits.max_timeouts` timeouts in a row, or once `deadline` (monotonic) has
-    passed, the remaining checks are skipped with a message saying why.
+    After `limits.max_timeouts` tests in a row time out or kill the kernel, or once
+    `deadline` (monotonic) has passed, the remaining checks are skipped, saying why.
     """
     results = []
-    timeouts_in_a_row = 0
+    trouble_in_a_row = 0
     for check in exercise.checks:
         reason = ""
-        if timeouts_in_a_row >= limits.max_timeouts:
-            reason = f"not run: the last {timeouts_in_a_row} tests timed out"
+        if trouble_in_a_row >= limits.max_timeouts:
+            reason = f"not run: the last {trouble_in_a_row} tests timed out or killed the kernel"
         elif time.monotonic() > deadline:
             reason = f"not run: grading passed its {limits.total_timeout:g} s limit"
         if reason:
             results.append(_result(exercise, check, "skipped", reason))
             continue
         status, message = run_check(check, kernel, limits)
-        timeouts_in_a_row = timeouts_in_a_row + 1 if status == "timeout" else 0
+        trouble_in_a_row = trouble_in_a_row + 1 if status in ("timeout", "crashed") else 0
         results.append(_result(exercise, check, status, message))
     return results
 

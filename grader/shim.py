@@ -10,6 +10,7 @@ It also records calls of watched torch built-ins (through both a TorchFunctionMo
 TorchDispatchMode, so switching one off from candidate code does not hide the call).
 """
 
+import contextlib
 import linecache
 import sys
 import traceback
@@ -22,16 +23,61 @@ _save = torch.save
 _load = torch.load
 _objects = {}
 _seen = set()
+_cut = {}
 _watch_functions = frozenset()
 _watch_ops = ()
 _MAX_TEXT = 400
 
 
-def install(watch_functions, watch_ops):
-    """Set which torch functions and aten ops to record."""
+def install(watch_functions, watch_ops, cell_output, total_output):
+    """Set which torch functions and aten ops to record, and cap what cells print."""
     global _watch_functions, _watch_ops
     _watch_functions = frozenset(watch_functions)
     _watch_ops = tuple(watch_ops)
+    _cap_output(cell_output, total_output)
+    _disable_exit()
+
+
+def _disable_exit():
+    """exit() and quit() would end the kernel after their cell, so every restart that
+    replays the cell would end it again: make them fail instead."""
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("exit() and quit() are disabled while the notebook is graded")
+
+    with contextlib.suppress(Exception):
+        get_ipython().ask_exit = refuse  # noqa: F821 (IPython builtin)
+
+
+def _cap_output(cell_budget, total_budget):
+    """Drop printed text past the budgets before it is sent, so a flood never crosses the
+    wire. Hooks the kernel's stream class where it flushes (IPython re-patches `write` on
+    every cell). The grader bounds what it keeps as well; this saves the transfer."""
+    used = {}
+    state = {"total": 0}
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        base = type(stream)
+        if not hasattr(base, "_flush_buffers"):
+            continue
+
+        class Capped(base):
+            def _flush_buffers(self, _base=base):
+                for parent, data in _base._flush_buffers(self):
+                    key = str(parent.get("msg_id") or parent.get("header", {}).get("msg_id", ""))
+                    room = max(
+                        0, min(cell_budget - used.get(key, 0), total_budget - state["total"])
+                    )
+                    if len(data) > room:
+                        _cut[key] = _cut.get(key, 0) + len(data) - room
+                        was_full = used.get(key, 0) >= cell_budget or state["total"] >= total_budget
+                        data = data[:room] + ("" if was_full else "\n[output cut by the grader]\n")
+                    used[key] = used.get(key, 0) + len(data)
+                    state["total"] += len(data)
+                    if data:
+                        yield parent, data
+
+        stream.__class__ = Capped
 
 
 class _SeeFunctions(TorchFunctionMode):
@@ -53,6 +99,10 @@ class _SeeOps(TorchDispatchMode):
             if op in name:
                 _seen.add(name.rsplit(".", 1)[0])
         return func(*args, **(kwargs or {}))
+
+
+class _Undefined(NameError):
+    """A name the suite needs is not defined by the notebook."""
 
 
 def _text(value):
@@ -79,7 +129,7 @@ def _decode(value, ns):
         if "__global__" in value:
             name = value["__global__"]
             if name not in ns:
-                raise NameError(f"name '{name}' is not defined")
+                raise _Undefined(name)
             return ns[name]
         return {key: _decode(item, ns) for key, item in value.items()}
     if isinstance(value, list):
@@ -130,6 +180,8 @@ def _where(error):
 
 
 def _describe(error):
+    if isinstance(error, _Undefined):
+        return {"type": "NameError", "message": str(error), "undefined": error.args[0]}
     where, line = _where(error)
     return {
         "type": _type_name(error),
@@ -146,6 +198,8 @@ def _modules(target):
 
 
 def _call(request, ns):
+    if request["op"] == "output_cut":
+        return dict(_cut)
     target = _decode(request["target"], ns)
     if request["op"] == "modules":
         return _modules(target)

@@ -1,0 +1,507 @@
+"""The fault corpus: hostile and broken submissions, each graded through the real CLI.
+
+Every case asserts the exit code, the verdict, that grading finished within its bound,
+that no process it started is left, and that the notebook's folder is unchanged.
+Each grading runs with its own TMPDIR, so its scratch space, its kernel and everything the
+candidate started carry a marker we can look for afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tests.helpers import SOLUTIONS, WORKERS, Graded
+
+pytestmark = [pytest.mark.kernel, pytest.mark.slow]
+
+SOLUTION = nbformat.read(SOLUTIONS / "mha_interview.ipynb", as_version=4)
+FORWARD = "        source = x if kv is None else kv\n"
+RETURN = "        return y, (weights.mean(dim=1) if need_weights else None)\n"
+FAST = ["--cell-timeout", "3", "--call-timeout", "3"]
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A submission built from the solution: `replace` pairs applied, `cells` appended
+    (or, with `only`, the notebook is just those cells)."""
+
+    name: str
+    expect: Callable[[dict], None]
+    cells: tuple[str, ...] = ()
+    replace: tuple[tuple[str, str], ...] = ()
+    only: bool = False
+    flags: tuple[str, ...] = tuple(FAST)
+    exit_code: int = 1
+    bound: float = 90.0
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def statuses(report: dict) -> dict[str, str]:
+    return {t["id"]: t["status"] for t in report["tests"]}
+
+
+def message(report: dict, test: str) -> str:
+    return next(t["message"] for t in report["tests"] if t["id"] == test)
+
+
+def full_marks_with_cell(kind: str, text: str = "") -> Callable[[dict], None]:
+    def expect(report: dict) -> None:
+        assert report["score"] == report["max_score"]
+        assert [e["kind"] for e in report["cell_errors"]] == [kind], report["cell_errors"]
+        assert text in report["cell_errors"][0]["message"], report["cell_errors"]
+
+    return expect
+
+
+def only_test(test: str, status: str, text: str) -> Callable[[dict], None]:
+    """Exactly one test does not pass, with this status and message."""
+
+    def expect(report: dict) -> None:
+        bad = {k: v for k, v in statuses(report).items() if v != "passed"}
+        assert bad == {test: status}, bad
+        assert text in message(report, test), message(report, test)
+
+    return expect
+
+
+def every_test(status: str, text: str) -> Callable[[dict], None]:
+    def expect(report: dict) -> None:
+        assert set(statuses(report).values()) == {status}, statuses(report)
+        assert all(text in t["message"] for t in report["tests"]), report["tests"][0]["message"]
+
+    return expect
+
+
+def hung_forward(report: dict) -> None:
+    s = statuses(report)
+    assert list(s.values())[:3] == ["timeout"] * 3, s
+    assert set(list(s.values())[3:]) == {"skipped"}, s
+    assert "the last 3 tests timed out or killed the kernel" in message(
+        report, "weights_are_probabilities"
+    )
+    assert report["score"] == 0
+
+
+def crashed_then_recovered(report: dict) -> None:
+    only_test("single_token_and_batch_of_one", "crashed", "kernel died")(report)
+    assert any("restarted" in n for n in report["notes"])
+
+
+def flood_cut(report: dict) -> None:
+    assert report["score"] == report["max_score"]
+    assert report["cell_errors"] == []
+
+
+def from_scratch_fails_naming(call: str) -> Callable[[dict], None]:
+    def expect(report: dict) -> None:
+        bad = {k for k, v in statuses(report).items() if v != "passed"}
+        assert bad == {"no_builtin_attention_at_run_time", "no_builtin_attention_in_source"}, bad
+        assert call in message(report, "no_builtin_attention_at_run_time")
+
+    return expect
+
+
+def from_scratch_runtime_names(call: str) -> Callable[[dict], None]:
+    def expect(report: dict) -> None:
+        assert statuses(report)["no_builtin_attention_at_run_time"] == "failed"
+        assert call in message(report, "no_builtin_attention_at_run_time")
+
+    return expect
+
+
+def full_marks(report: dict) -> None:
+    assert report["score"] == report["max_score"], [
+        t for t in report["tests"] if t["status"] != "passed"
+    ]
+
+
+SPAWN_DAEMON = """
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execvp("sleep", ["sleep", "301"])
+    os._exit(0)
+time.sleep(0.5)
+"""
+
+FAULTS = [
+    Fault(
+        "hang_in_top_level_cell",
+        full_marks_with_cell("timeout", "cell limit"),
+        cells=("while True:\n    pass",),
+        exit_code=0,
+    ),
+    Fault(
+        "sleep_in_top_level_cell",
+        full_marks_with_cell("timeout", "cell limit"),
+        cells=("import time\ntime.sleep(600)",),
+        exit_code=0,
+    ),
+    Fault(
+        "cell_that_swallows_the_interrupt",
+        full_marks_with_cell("timeout", "cell limit"),
+        cells=(
+            "import time\nwhile True:\n    try:\n        time.sleep(0.05)\n    except KeyboardInterrupt:\n        pass",
+        ),
+        exit_code=0,
+    ),
+    Fault(
+        "forward_that_hangs",
+        hung_forward,
+        replace=((FORWARD, "        while True:\n            pass\n" + FORWARD),),
+    ),
+    Fault(
+        "forward_that_hangs_and_swallows_the_interrupt",
+        hung_forward,
+        replace=(
+            (
+                FORWARD,
+                "        import time\n        while True:\n            try:\n                time.sleep(0.05)\n            except KeyboardInterrupt:\n                pass\n"
+                + FORWARD,
+            ),
+        ),
+        bound=150,
+    ),
+    Fault(
+        "forward_that_hangs_for_one_shape",
+        only_test("single_token_and_batch_of_one", "timeout", "3 s limit"),
+        replace=((FORWARD, "        while x.shape[1] == 1:\n            pass\n" + FORWARD),),
+    ),
+    Fault(
+        "os_exit_in_top_level_cell",
+        full_marks_with_cell("crashed", "kernel died"),
+        cells=("import os\nos._exit(3)", "print('after')"),
+        exit_code=0,
+    ),
+    Fault(
+        "quit_in_top_level_cell",
+        full_marks_with_cell("error", "exit() and quit() are disabled"),
+        cells=("quit()", "print('after')"),
+        exit_code=0,
+    ),
+    Fault(
+        "kills_the_kernel_in_every_test",
+        lambda r: (
+            None
+            if list(statuses(r).values())[:3] == ["crashed"] * 3
+            and set(list(statuses(r).values())[3:]) == {"skipped"}
+            else pytest.fail(str(statuses(r)))
+        ),
+        replace=(
+            (
+                "        super().__init__()\n",
+                "        super().__init__()\n"
+                "        if getattr(__import__('builtins'), '_graded', False):\n"
+                "            __import__('os')._exit(1)\n",
+            ),
+        ),
+        cells=("import builtins\nbuiltins._graded = True",),
+        bound=120,
+    ),
+    Fault(
+        "os_exit_in_forward",
+        crashed_then_recovered,
+        replace=(
+            (
+                FORWARD,
+                "        import os\n        if x.shape[1] == 1:\n            os._exit(1)\n"
+                + FORWARD,
+            ),
+        ),
+    ),
+    Fault(
+        "segfault_in_forward",
+        crashed_then_recovered,
+        replace=(
+            (
+                FORWARD,
+                "        import ctypes\n        if x.shape[1] == 1:\n            ctypes.string_at(0)\n"
+                + FORWARD,
+            ),
+        ),
+    ),
+    Fault(
+        "memory_hog_in_forward",
+        only_test("single_token_and_batch_of_one", "failed", "memory limit exceeded"),
+        replace=(
+            (
+                FORWARD,
+                "        if x.shape[1] == 1:\n            hog = torch.ones(3 * 2**30 // 4)\n"
+                + FORWARD,
+            ),
+        ),
+        flags=(*FAST, "--memory-limit", "2G"),
+    ),
+    Fault(
+        "memory_hog_in_top_level_cell",
+        full_marks_with_cell("error", "memory limit exceeded"),
+        cells=("hog = bytearray(3 * 2**30)",),
+        flags=(*FAST, "--memory-limit", "2G"),
+        exit_code=0,
+    ),
+    Fault(
+        "print_flood_in_top_level_cell",
+        flood_cut,
+        cells=("print('x' * 100_000_000)\nprint('y' * 1_000_000)",),
+        exit_code=0,
+    ),
+    Fault(
+        "print_flood_in_forward",
+        full_marks,
+        replace=((FORWARD, "        print('z' * 1_000_000)\n" + FORWARD),),
+        exit_code=0,
+    ),
+    Fault(
+        "input_in_top_level_cell",
+        full_marks_with_cell("error", "StdinNotImplementedError"),
+        cells=("name = input('your name? ')",),
+        exit_code=0,
+        bound=40,
+    ),
+    Fault(
+        "input_in_forward",
+        only_test("single_token_and_batch_of_one", "error", "StdinNotImplementedError"),
+        replace=(
+            (FORWARD, "        if x.shape[1] == 1:\n            input('continue? ')\n" + FORWARD),
+        ),
+        bound=40,
+    ),
+    Fault(
+        "child_process_left_running",
+        full_marks,
+        cells=("import subprocess\nchild = subprocess.Popen(['sleep', '302'])",),
+        exit_code=0,
+    ),
+    Fault("double_forked_daemon", full_marks, cells=(SPAWN_DAEMON,), exit_code=0),
+    Fault(
+        "writes_files_in_its_directory",
+        full_marks,
+        cells=(
+            "import os\nopen('out.txt', 'w').write('x')\nos.makedirs('sub/dir', exist_ok=True)",
+        ),
+        exit_code=0,
+    ),
+    Fault("no_code_cells", every_test("error", "does not define AttentionConfig"), only=True),
+    Fault(
+        "syntax_error_in_the_module_cell",
+        every_test("error", "does not define MultiHeadAttention"),
+        replace=(("class MultiHeadAttention(nn.Module):", "class MultiHeadAttention(nn.Module)"),),
+    ),
+    Fault(
+        "wrong_forward_signature",
+        lambda r: (
+            None
+            if statuses(r)["self_attention_shapes"] == "error"
+            and "TypeError" in message(r, "self_attention_shapes")
+            else pytest.fail(message(r, "self_attention_shapes"))
+        ),
+        replace=(
+            (
+                "        x: torch.Tensor,\n        kv: Optional[torch.Tensor] = None,\n        *,",
+                "        x: torch.Tensor,\n        *,",
+            ),
+        ),
+    ),
+    Fault(
+        "returns_a_tensor_not_a_pair",
+        lambda r: (
+            None
+            if "want a pair (output, weights)" in message(r, "self_attention_shapes")
+            else pytest.fail(message(r, "self_attention_shapes"))
+        ),
+        replace=((RETURN, "        return y\n"),),
+    ),
+    Fault(
+        "returns_none",
+        lambda r: (
+            None
+            if "got None, want a pair" in message(r, "self_attention_shapes")
+            else pytest.fail(message(r, "self_attention_shapes"))
+        ),
+        replace=((RETURN, "        return None\n"),),
+    ),
+    Fault(
+        "returns_python_lists",
+        lambda r: (
+            None
+            if "output y: got a list of 2, want a torch.Tensor"
+            in message(r, "self_attention_shapes")
+            else pytest.fail(message(r, "self_attention_shapes"))
+        ),
+        replace=((RETURN, "        return y.tolist(), None\n"),),
+    ),
+    Fault(
+        "builtin_attention_through_an_alias",
+        from_scratch_fails_naming("scaled_dot_product_attention"),
+        replace=(
+            (
+                "        y = self.out_proj(self._merge_heads(self.dropout(weights) @ v))\n",
+                "        fast = getattr(F, 'scaled_dot_product_' + 'attention')\n"
+                "        y = self.out_proj(self._merge_heads(self.dropout(weights) @ v))\n"
+                "        if attn_mask is None and key_padding_mask is None and not self.training:\n"
+                "            y = self.out_proj(self._merge_heads(fast(q, k, v)))\n",
+            ),
+        ),
+        exit_code=1,
+    ),
+    Fault(
+        "builtin_attention_with_torch_function_disabled",
+        from_scratch_runtime_names("scaled_dot_product"),
+        replace=(
+            (
+                "        y = self.out_proj(self._merge_heads(self.dropout(weights) @ v))\n",
+                "        y = self.out_proj(self._merge_heads(self.dropout(weights) @ v))\n"
+                "        with torch._C.DisableTorchFunction():\n"
+                "            F.scaled_dot_product_attention(q, k, v)\n",
+            ),
+        ),
+    ),
+    Fault(
+        "overrides_display_print_and_exceptions",
+        full_marks,
+        cells=(
+            "import builtins, sys\nsys.displayhook = lambda value: None\nget_ipython().display_pub.publish = lambda *a, **k: None\n"
+            "builtins.print = lambda *a, **k: None\nbuiltins.AssertionError = RuntimeError\ntorch.allclose = lambda *a, **k: False",
+        ),
+        exit_code=0,
+    ),
+    Fault(
+        "overrides_torch_save_and_load",
+        full_marks,
+        cells=(
+            "torch.save = lambda *a, **k: None\ntorch.load = lambda *a, **k: {'value': 'forged'}",
+        ),
+        exit_code=0,
+    ),
+    Fault(
+        "sys_exit_in_forward",
+        only_test("single_token_and_batch_of_one", "error", "SystemExit"),
+        replace=(
+            (
+                FORWARD,
+                "        import sys\n        if x.shape[1] == 1:\n            sys.exit(0)\n"
+                + FORWARD,
+            ),
+        ),
+    ),
+    Fault(
+        "removes_the_grader_shim",
+        every_test("error", "gave no answer"),
+        cells=(
+            "import sys\nfor name in [n for n in sys.modules if n.startswith('_grader_shim')]:\n    del sys.modules[name]",
+        ),
+    ),
+    Fault(
+        "prints_a_fake_score",
+        lambda r: None if r["score"] < r["max_score"] / 2 else pytest.fail("forgery earned credit"),
+        replace=((RETURN, "        return torch.zeros_like(x), None\n"),),
+        cells=('print(\'{"score": 53, "max_score": 53, "level_reached": 8}\')',),
+    ),
+]
+
+
+def build(fault: Fault, folder: Path) -> Path:
+    nb = nbformat.from_dict(SOLUTION)
+    if fault.only:
+        nb.cells = [c for c in nb.cells if c.cell_type == "markdown"]
+    for old, new in fault.replace:
+        hits = [c for c in nb.cells if old in c.source]
+        assert len(hits) == 1, f"{fault.name}: {old!r} found {len(hits)} times"
+        hits[0].source = hits[0].source.replace(old, new, 1)
+    nb.cells += [nbformat.v4.new_code_cell(s) for s in fault.cells]
+    folder.mkdir()
+    path = folder / "submission.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
+    return {
+        str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in folder.rglob("*")
+    }
+
+
+def leftovers(marker: str) -> list[int]:
+    """Processes whose command line or environment mentions `marker`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        for part in ("cmdline", "environ"):
+            try:
+                if marker.encode() in Path(f"/proc/{entry}/{part}").read_bytes():
+                    state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                    if state != "Z":
+                        found.append(int(entry))
+                    break
+            except OSError:
+                break
+    return found
+
+
+@dataclass(frozen=True)
+class Outcome:
+    graded: Graded
+    seconds: float
+    left: list[int]
+    folder_before: dict
+    folder_after: dict
+
+
+def run_fault(fault: Fault, root: Path) -> Outcome:
+    folder = root / fault.name
+    notebook = build(fault, folder)
+    scratch = root / f"{fault.name}-tmp"
+    scratch.mkdir()
+    before = snapshot(folder)
+    env = {**os.environ, "TMPDIR": str(scratch), **fault.env}
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "grader.cli", str(notebook), "--json", *fault.flags],
+        capture_output=True, text=True, timeout=fault.bound * 3, env=env, cwd=folder,
+    )  # fmt: skip
+    seconds = time.monotonic() - started
+    return Outcome(
+        Graded(done.returncode, done.stdout, done.stderr),
+        seconds,
+        leftovers(str(scratch)),
+        before,
+        snapshot(folder),
+    )
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory):
+    root = tmp_path_factory.mktemp("faults")
+    with ThreadPoolExecutor(WORKERS) as pool:
+        futures = {f.name: pool.submit(run_fault, f, root) for f in FAULTS}
+        return {name: future.result() for name, future in futures.items()}
+
+
+def test_corpus_is_big_enough():
+    assert len(FAULTS) >= 25
+    assert len({f.name for f in FAULTS}) == len(FAULTS)
+
+
+@pytest.mark.parametrize("fault", FAULTS, ids=lambda f: f.name)
+def test_fault_is_graded_safely(outcomes, fault):
+    outcome = outcomes[fault.name]
+    graded = outcome.graded
+    assert graded.returncode == fault.exit_code, (graded.returncode, graded.stderr[-2000:])
+    assert "Traceback" not in graded.stderr
+    fault.expect(graded.report)
+    assert outcome.seconds < fault.bound, f"took {outcome.seconds:.1f} s, bound {fault.bound} s"
+    assert outcome.left == [], f"processes left behind: {outcome.left}"
+    assert outcome.folder_after == outcome.folder_before
