@@ -5,6 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 PYTHON=${PYTHON:-python3}
+# --sandbox needs Debian's bubblewrap; its tests are skipped where it cannot be installed.
+if ! command -v bwrap >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  (apt-get update -qq && apt-get install -y -qq bubblewrap) >/dev/null 2>&1 \
+    || echo "check.sh: could not install bubblewrap; the sandbox tests will be skipped" >&2
+fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -c constraints.txt ".[test]"
 .venv/bin/grade build --check

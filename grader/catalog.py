@@ -31,11 +31,15 @@ def render_catalog(console: Console, as_json: bool = False) -> None:
     if as_json:
         console.print_json(json.dumps(rows))
         return
-    table = Table(title="Exercises")
-    for column in ("id", "title", "seed", "levels", "tests", "points"):
-        table.add_column(column, overflow="fold")
+    table = Table(title="Exercises", expand=True)
+    table.add_column("id", no_wrap=True)
+    table.add_column("title", overflow="fold", ratio=3)
+    table.add_column("seed", overflow="fold", ratio=1)
+    table.add_column("levels", overflow="fold", ratio=3)
+    table.add_column("tests", justify="right")
+    table.add_column("points", justify="right")
     for row in rows:
-        levels = ", ".join(f"{i}. {name}" for i, name in enumerate(row["levels"], start=1))  # type: ignore[arg-type]
+        levels = ", ".join(row["levels"])  # type: ignore[arg-type]
         table.add_row(
             str(row["id"]),
             str(row["title"]),

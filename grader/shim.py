@@ -186,7 +186,9 @@ def _describe(error):
     return {
         "type": _type_name(error),
         "message": _text(error),
-        "not_implemented": isinstance(error, NotImplementedError),
+        # exactly NotImplementedError: its subclasses (IPython's StdinNotImplementedError
+        # from input(), say) are real errors, not stubs
+        "not_implemented": type(error) is NotImplementedError,
         "memory": isinstance(error, MemoryError) or "can't allocate memory" in _text(error),
         "where": where,
         "line": line,

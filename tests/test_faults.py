@@ -267,7 +267,6 @@ FAULTS = [
         full_marks_with_cell("error", "StdinNotImplementedError"),
         cells=("name = input('your name? ')",),
         exit_code=0,
-        bound=40,
     ),
     Fault(
         "input_in_forward",
@@ -275,7 +274,6 @@ FAULTS = [
         replace=(
             (FORWARD, "        if x.shape[1] == 1:\n            input('continue? ')\n" + FORWARD),
         ),
-        bound=40,
     ),
     Fault(
         "child_process_left_running",

@@ -1,0 +1,253 @@
+"""mha_causal end to end, through the real `grade` CLI and real kernels: the solution earns
+full marks, the scaffold earns nothing, and every single-bug mutant loses points at the
+level a person would expect."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import SCAFFOLDS, SOLUTIONS, Mutant, grade, grade_many, write_mutants
+
+pytestmark = pytest.mark.kernel
+
+SOLUTION = SOLUTIONS / "mha_causal.ipynb"
+SELF_CHECK_CELL = 10  # the last cell; single-bug mutants may fail it, never the class cells
+
+SPLIT_HEADS = "t.view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)"
+PROJECTIONS = "(self.W_query(x), self.W_key(x), self.W_value(x))"
+SOFTMAX = "torch.softmax(attn_scores / self.head_dim**0.5, dim=-1)"
+ATTEND = "(self.dropout(attn_weights) @ values).transpose(1, 2)"
+CUT_MASK = "blocked = self.mask.bool()[:num_tokens, :num_tokens]"
+HEADS = (
+    "[CausalAttention(d_in, d_out, context_length, dropout, qkv_bias) for _ in range(num_heads)]"
+)
+
+MUTANTS = [
+    # MultiHeadAttention: scaling and softmax
+    Mutant("scale_by_sqrt_d_out", "/ self.head_dim**0.5, dim", "/ self.d_out**0.5, dim", "parity"),
+    Mutant(
+        "no_scaling", "attn_scores / self.head_dim**0.5, dim=-1", "attn_scores, dim=-1", "parity"
+    ),
+    Mutant(
+        "softmax_over_queries",
+        "self.head_dim**0.5, dim=-1)",
+        "self.head_dim**0.5, dim=-2)",
+        "normalization",
+    ),
+    Mutant(
+        "weights_taken_before_softmax", SOFTMAX, "attn_scores / self.head_dim**0.5", "normalization"
+    ),
+    Mutant(
+        "softmax_that_overflows",
+        SOFTMAX,
+        "(attn_scores / self.head_dim**0.5).exp()"
+        " / (attn_scores / self.head_dim**0.5).exp().sum(-1, keepdim=True)",
+        "normalization",
+    ),
+    # MultiHeadAttention: head layout
+    Mutant(
+        "split_without_transpose",
+        SPLIT_HEADS,
+        "t.view(b, self.num_heads, num_tokens, self.head_dim)",
+        "causal",
+    ),
+    Mutant("merge_without_transpose", ATTEND, "(self.dropout(attn_weights) @ values)", "causal"),
+    Mutant(
+        "strided_head_split",
+        SPLIT_HEADS,
+        "t.view(b, num_tokens, self.head_dim, self.num_heads).transpose(2, 3).transpose(1, 2)",
+        "parity",
+    ),
+    Mutant(
+        "merge_view_without_contiguous",
+        "context.contiguous().view(b, num_tokens, self.d_out)",
+        "context.view(b, num_tokens, self.d_out)",
+        "shapes",
+    ),
+    # MultiHeadAttention: the causal mask. With `~blocked` the last query has no visible key
+    # at all: its weights are 0/0 = NaN, which the constant-values check (normalization) sees
+    # before the causal checks run.
+    Mutant(
+        "inverted_mask",
+        "attn_scores.masked_fill(blocked, -torch.inf)",
+        "attn_scores.masked_fill(~blocked, -torch.inf)",
+        "normalization",
+    ),
+    Mutant("mask_transposed", CUT_MASK, CUT_MASK + ".T", "causal"),
+    Mutant(
+        "mask_ignored",
+        "attn_scores = attn_scores.masked_fill(blocked, -torch.inf)",
+        "attn_scores = attn_scores",
+        "causal",
+    ),
+    Mutant(
+        "mask_lets_the_next_token_through",
+        "torch.triu(torch.ones(context_length, context_length), diagonal=1),",
+        "torch.triu(torch.ones(context_length, context_length), diagonal=2),",
+        "causal",
+    ),
+    Mutant("mask_not_cut_to_the_input_length", CUT_MASK, "blocked = self.mask.bool()", "shapes"),
+    # MultiHeadAttention: projections and biases
+    Mutant("no_out_proj", "return self.out_proj(context)", "return context", "parity"),
+    Mutant(
+        "dropped_out_proj_bias",
+        "return self.out_proj(context)",
+        "return F.linear(context, self.out_proj.weight)",
+        "parity",
+    ),
+    Mutant(
+        "dropped_query_bias",
+        PROJECTIONS,
+        "(F.linear(x, self.W_query.weight), self.W_key(x), self.W_value(x))",
+        "parity",
+    ),
+    Mutant(
+        "keys_from_the_query_projection",
+        PROJECTIONS,
+        "(self.W_query(x), self.W_query(x), self.W_value(x))",
+        "parity",
+    ),
+    Mutant(
+        "out_proj_bias_follows_qkv_bias",
+        "nn.Linear(d_out, d_out)",
+        "nn.Linear(d_out, d_out, bias=qkv_bias)",
+        "shapes",
+    ),
+    Mutant(
+        "layers_created_out_of_order",
+        "self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)\n        self.out_proj = nn.Linear(d_out, d_out)",
+        "self.out_proj = nn.Linear(d_out, d_out)\n        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)",
+        "parity",
+    ),
+    # MultiHeadAttention: training behaviour
+    Mutant(
+        "dropout_active_in_eval",
+        ATTEND,
+        "(F.dropout(attn_weights, self.dropout.p) @ values).transpose(1, 2)",
+        "training",
+    ),
+    Mutant("dropout_never_applied", ATTEND, "(attn_weights @ values).transpose(1, 2)", "training"),
+    Mutant(
+        "dropout_on_the_context",
+        ATTEND,
+        "self.dropout(attn_weights @ values).transpose(1, 2)",
+        "training",
+    ),
+    Mutant(
+        "detached_values",
+        "@ values).transpose(1, 2)",
+        "@ values.detach()).transpose(1, 2)",
+        "training",
+    ),
+    # CausalAttention
+    Mutant(
+        "single_head_scaled_by_sqrt_d_in",
+        "scores / keys.shape[-1] ** 0.5",
+        "scores / x.shape[-1] ** 0.5",
+        "parity",
+    ),
+    Mutant(
+        "single_head_dropout_on_the_output",
+        "return self.dropout(weights) @ values",
+        "return self.dropout(weights @ values)",
+        "training",
+    ),
+    # MultiHeadAttentionWrapper
+    Mutant(
+        "wrapper_concatenates_over_tokens",
+        "for head in self.heads], dim=-1)",
+        "for head in self.heads], dim=1)",
+        "shapes",
+    ),
+    Mutant(
+        "wrapper_heads_in_a_plain_list",
+        "self.heads = nn.ModuleList(",
+        "self.heads = list(",
+        "shapes",
+    ),
+    Mutant(
+        "wrapper_heads_share_one_module",
+        HEADS,
+        "[CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)] * num_heads",
+        "shapes",
+    ),
+    Mutant(
+        "wrapper_drops_qkv_bias",
+        "CausalAttention(d_in, d_out, context_length, dropout, qkv_bias) for",
+        "CausalAttention(d_in, d_out, context_length, dropout) for",
+        "shapes",
+    ),
+    Mutant(
+        "wrapper_heads_in_reverse_order",
+        "for head in self.heads], dim=-1)",
+        "for head in self.heads[::-1]], dim=-1)",
+        "parity",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def graded_mutants(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("mha_causal_mutants")
+    return grade_many(write_mutants(SOLUTION, MUTANTS, folder))
+
+
+@pytest.fixture(scope="module")
+def graded_solution():
+    return grade(SOLUTION)
+
+
+def test_solution_earns_full_marks(graded_solution):
+    graded = graded_solution
+    report = graded.report
+    assert graded.returncode == 0, graded.stderr
+    assert report["score"] == report["max_score"] > 0
+    assert report["level_reached"] == len(report["levels"]) == 8
+    assert all(t["status"] == "passed" for t in report["tests"])
+    assert report["cell_errors"] == []
+
+
+def test_scaffold_earns_nothing_and_every_test_is_not_implemented():
+    graded = grade(SCAFFOLDS / "mha_causal.ipynb")
+    report = graded.report
+    assert graded.returncode == 1
+    assert report["score"] == 0 and report["level_reached"] == 0
+    assert {t["status"] for t in report["tests"]} == {"not_implemented"}
+    assert all(t["message"].startswith("not implemented: ") for t in report["tests"])
+    # the public self-check cell raises, and the report says so
+    assert [(e["cell"], e["kind"]) for e in report["cell_errors"]] == [(SELF_CHECK_CELL, "error")]
+    assert "NotImplementedError" in report["cell_errors"][0]["message"]
+
+
+def test_public_checks_are_the_self_checks(graded_solution):
+    report = graded_solution.report
+    public = {t["id"] for t in report["tests"] if not t["hidden"]}
+    assert public == {
+        "causal_attention_shapes",
+        "wrapper_shapes",
+        "split_shapes",
+        "split_future_tokens_do_not_change_the_past",
+        "zero_input_is_finite",
+        "walkthrough_numbers_wrapper",
+        "walkthrough_numbers_split",
+        "gpt2_parameter_count",
+    }
+
+
+def test_corpus_is_big_enough():
+    assert len(MUTANTS) >= 18
+    assert len({m.name for m in MUTANTS}) == len(MUTANTS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
+def test_mutant_loses_points_at_the_expected_level(graded_mutants, mutant):
+    graded = graded_mutants[mutant.name]
+    assert graded.returncode == 1, graded.stderr
+    report = graded.report
+    assert report["score"] < report["max_score"]
+    failing = graded.failing_levels()
+    assert failing and failing[0] == mutant.level, (
+        f"first failing level {failing[:1]}, want {mutant.level}"
+    )
+    assert all(e["cell"] == SELF_CHECK_CELL for e in report["cell_errors"])
