@@ -10,35 +10,23 @@ tensors, loaded with ``torch.load(weights_only=True)``; nothing the kernel print
 from __future__ import annotations
 
 import contextlib
-import os
 import secrets
 import shutil
-import subprocess
-import sys
-import tempfile
 import time
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Literal
 
 import nbformat
 import torch
-from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
-from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 
-from grader import procs, sandbox
+from grader import procs
 from grader.errors import KernelStartError
+from grader.launch import install_code, kernel_manager, scratch_root, start_options
 
 GiB = 1024**3
-SHIM_SOURCE = (Path(__file__).parent / "shim.py").read_text()
 _TIMEOUT_NAME = "GraderCellTimeout"
-# Sets the address-space limit, then becomes the kernel (argv: limit, "--", command...).
-_LIMIT_MEMORY = (
-    "import os, resource, sys; n = int(sys.argv[1]); "
-    "resource.setrlimit(resource.RLIMIT_AS, (n, n)); os.execv(sys.argv[3], sys.argv[3:])"
-)
 
 
 @dataclass(frozen=True)
@@ -86,19 +74,6 @@ class _Run:
     output: list[str] = field(default_factory=list)
     kept: int = 0
     cut: int = 0
-
-
-class _Specs(KernelSpecManager):
-    """Always answers with the grader's own kernel command, whatever name is asked for."""
-
-    def __init__(self, argv: list[str], interrupt_mode: str) -> None:
-        super().__init__()
-        self._spec = KernelSpec(
-            argv=argv, display_name="grader", language="python", interrupt_mode=interrupt_mode
-        )
-
-    def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
-        return self._spec
 
 
 class _BoundedClient(NotebookClient):
@@ -150,13 +125,8 @@ class Session:
         self.cells: list[CellRun] = []
         self.seen: set[str] = set()
         self.restarts = 0
-        self._install = _installer(
-            watch_functions,
-            watch_ops,
-            limits.cell_output_bytes + 64,
-            limits.total_output_bytes + 64,
-        )
-        self._root = _scratch_root()
+        self._watch = (watch_functions, watch_ops)
+        self._root = scratch_root()
         self.workdir = self._root / "work"
         self._io = self._root / "io"
         for folder in (self.workdir, self._io, self._root / "home"):
@@ -231,30 +201,7 @@ class Session:
         tag = secrets.token_hex(4)
         self._shim_ref = f"__import__('sys').modules['_grader_shim_{tag}']"
         self._ns_ref = "globals()"
-        argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
-        if self.limits.memory_bytes:
-            argv = [
-                sys.executable,
-                "-I",
-                "-c",
-                _LIMIT_MEMORY,
-                str(self.limits.memory_bytes),
-                "--",
-                *argv,
-            ]
-        interrupt_mode = "signal"
-        if self.limits.sandbox:
-            # The grader is invisible from the sandbox's PID namespace: --die-with-parent
-            # ends the kernel with the grader instead of ipykernel's parent poller.
-            argv = sandbox.wrap([*argv, "--IPKernelApp.parent_handle=0"], writable=[self._root])
-            interrupt_mode = "message"
-        manager = AsyncKernelManager(
-            kernel_spec_manager=_Specs(argv, interrupt_mode),
-            kernel_name="grader",
-            transport="ipc",  # Unix sockets in our private folder: no TCP port for others to reach
-        )
-        manager.connection_file = str(self._root / f"kernel-{tag}.json")
-        manager.ip = str(self._root / f"ipc-{tag}")
+        manager = kernel_manager(self._root, tag, self.limits.memory_bytes, self.limits.sandbox)
         notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("")])
         client = _BoundedClient(
             notebook,
@@ -272,47 +219,21 @@ class Session:
         self._timeout: float = self.limits.cell_timeout
         self._client = client
         try:
-            # The kernel process's own stdout/stderr are dropped: candidate output arrives
-            # through Jupyter, bounded, or not at all (GRADER_DEBUG=1 lets it through).
-            debug = bool(os.environ.get("GRADER_DEBUG"))
-            client.start_new_kernel(
-                cwd=str(self.workdir),
-                env=self._environment(),
-                stdin=subprocess.DEVNULL,
-                stdout=sys.stderr.fileno() if debug else subprocess.DEVNULL,
-                stderr=None if debug else subprocess.DEVNULL,
-            )
+            client.start_new_kernel(**start_options(self._root, self.workdir, self._token))
             client.start_new_kernel_client()
         except Exception as e:
             self._stop()
             raise KernelStartError(f"could not start the kernel: {_one_line(e)}") from None
-        run = self._execute(self._install_code(tag), self.limits.startup_timeout, keep_output=True)
+        install = install_code(
+            f"_grader_shim_{tag}",
+            *self._watch,
+            self.limits.cell_output_bytes + 64,
+            self.limits.total_output_bytes + 64,
+        )
+        run = self._execute(install, self.limits.startup_timeout, keep_output=True)
         if run.status != "ok":
             self._stop()
             raise KernelStartError(f"could not set up the kernel: {run.message or run.status}")
-
-    def _environment(self) -> dict[str, str]:
-        env = dict(os.environ)
-        for name in ("JPY_PARENT_PID", "JUPYTER_RUNTIME_DIR"):
-            env.pop(name, None)
-        env.update(
-            {
-                procs.TOKEN_VARIABLE: self._token,
-                "HOME": str(self._root / "home"),
-                "IPYTHONDIR": str(self._root / "home" / ".ipython"),
-                "MPLBACKEND": "Agg",
-                "PYTHONDONTWRITEBYTECODE": "1",
-                "PYDEVD_DISABLE_FILE_VALIDATION": "1",
-            }
-        )
-        return env
-
-    def _install_code(self, tag: str) -> str:
-        return (
-            "exec(compile("
-            + repr(self._install.replace("{tag}", tag))
-            + ", '<grader-install>', 'exec'), {})"
-        )
 
     def _stop(self) -> None:
         client, self._client = self._client, None
@@ -434,32 +355,6 @@ class Session:
         self._reply = execute_reply
 
 
-def _scratch_root() -> Path:
-    """A private folder for the session. Unix socket paths must stay under ~100 bytes, so
-    a deep TMPDIR gives way to /tmp."""
-    root = Path(tempfile.mkdtemp(prefix="grader-"))
-    if len(str(root)) > 60 and Path("/tmp").is_dir():
-        root.rmdir()
-        root = Path(tempfile.mkdtemp(prefix="grader-", dir="/tmp"))
-    return root
-
-
-def _installer(
-    watch_functions: tuple[str, ...],
-    watch_ops: tuple[str, ...],
-    cell_output: int,
-    total_output: int,
-) -> str:
-    return (
-        "import sys, types\n"
-        "module = types.ModuleType('_grader_shim_{tag}')\n"
-        "module.__file__ = '<grader-shim>'\n"
-        f"exec(compile({SHIM_SOURCE!r}, '<grader-shim>', 'exec'), module.__dict__)\n"
-        f"module.install({list(watch_functions)!r}, {list(watch_ops)!r}, {cell_output}, {total_output})\n"
-        "sys.modules[module.__name__] = module\n"
-    )
-
-
 def _cell_run(index: int, run: _Run, limit: float) -> CellRun:
     output = "".join(run.output)
     if run.status == "timeout":
@@ -487,8 +382,3 @@ def _kernel_pid(client: NotebookClient) -> int | None:
 def _one_line(value: object, limit: int = 300) -> str:
     text = " ".join(str(value).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def wall_clock() -> float:
-    """Monotonic seconds, for durations in the report."""
-    return time.monotonic()

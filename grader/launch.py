@@ -1,0 +1,121 @@
+"""How the candidate's kernel process is launched: its command (memory cap, sandbox), its
+kernelspec, its environment, its private folder, and the code that installs the shim."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+from jupyter_client.manager import AsyncKernelManager
+
+from grader import procs, sandbox
+
+SHIM_SOURCE = (Path(__file__).parent / "shim.py").read_text()
+# Sets the address-space limit, then becomes the kernel (argv: limit, "--", command...).
+_LIMIT_MEMORY = (
+    "import os, resource, sys; n = int(sys.argv[1]); "
+    "resource.setrlimit(resource.RLIMIT_AS, (n, n)); os.execv(sys.argv[3], sys.argv[3:])"
+)
+
+
+class _Specs(KernelSpecManager):
+    """Always answers with the grader's own kernel command, whatever name is asked for."""
+
+    def __init__(self, argv: list[str], interrupt_mode: str) -> None:
+        super().__init__()
+        self._spec = KernelSpec(
+            argv=argv, display_name="grader", language="python", interrupt_mode=interrupt_mode
+        )
+
+    def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
+        return self._spec
+
+
+def kernel_manager(
+    root: Path, tag: str, memory_bytes: int | None, sandboxed: bool
+) -> AsyncKernelManager:
+    """A manager for a kernel of the grader's own Python, talking over Unix sockets in `root`.
+
+    Raises:
+        KernelStartError: `sandboxed` and bubblewrap is missing.
+    """
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    if memory_bytes:
+        argv = [sys.executable, "-I", "-c", _LIMIT_MEMORY, str(memory_bytes), "--", *argv]
+    interrupt_mode = "signal"
+    if sandboxed:
+        # The grader is invisible from the sandbox's PID namespace: --die-with-parent ends
+        # the kernel with the grader, instead of ipykernel's parent poller.
+        argv = sandbox.wrap([*argv, "--IPKernelApp.parent_handle=0"], writable=[root])
+        interrupt_mode = "message"
+    manager = AsyncKernelManager(
+        kernel_spec_manager=_Specs(argv, interrupt_mode),
+        kernel_name="grader",
+        transport="ipc",  # Unix sockets in our private folder: no TCP port for others to reach
+    )
+    manager.connection_file = str(root / f"kernel-{tag}.json")
+    manager.ip = str(root / f"ipc-{tag}")
+    return manager
+
+
+def start_options(root: Path, workdir: Path, token: str) -> dict[str, Any]:
+    """Keyword arguments for starting the kernel process.
+
+    Its own stdout/stderr are dropped: candidate output arrives through Jupyter, bounded,
+    or not at all (GRADER_DEBUG=1 sends them to the grader's stderr).
+    """
+    debug = bool(os.environ.get("GRADER_DEBUG"))
+    env = dict(os.environ)
+    for name in ("JPY_PARENT_PID", "JUPYTER_RUNTIME_DIR"):
+        env.pop(name, None)
+    env.update(
+        {
+            procs.TOKEN_VARIABLE: token,
+            "HOME": str(root / "home"),
+            "IPYTHONDIR": str(root / "home" / ".ipython"),
+            "MPLBACKEND": "Agg",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+        }
+    )
+    return {
+        "cwd": str(workdir),
+        "env": env,
+        "stdin": subprocess.DEVNULL,
+        "stdout": sys.stderr.fileno() if debug else subprocess.DEVNULL,
+        "stderr": None if debug else subprocess.DEVNULL,
+    }
+
+
+def scratch_root() -> Path:
+    """A private folder for the session. Unix socket paths must stay under ~100 bytes, so
+    a deep TMPDIR gives way to /tmp."""
+    root = Path(tempfile.mkdtemp(prefix="grader-"))
+    if len(str(root)) > 60 and Path("/tmp").is_dir():
+        root.rmdir()
+        root = Path(tempfile.mkdtemp(prefix="grader-", dir="/tmp"))
+    return root
+
+
+def install_code(
+    module_name: str,
+    watch_functions: tuple[str, ...],
+    watch_ops: tuple[str, ...],
+    cell_output: int,
+    total_output: int,
+) -> str:
+    """One cell that loads the shim from source into a fresh module `module_name`."""
+    body = (
+        "import sys, types\n"
+        f"module = types.ModuleType({module_name!r})\n"
+        "module.__file__ = '<grader-shim>'\n"
+        f"exec(compile({SHIM_SOURCE!r}, '<grader-shim>', 'exec'), module.__dict__)\n"
+        f"module.install({list(watch_functions)!r}, {list(watch_ops)!r}, {cell_output}, {total_output})\n"
+        "sys.modules[module.__name__] = module\n"
+    )
+    return f"exec(compile({body!r}, '<grader-install>', 'exec'), {{}})"
