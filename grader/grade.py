@@ -6,15 +6,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import torch
-
 import grader
 from grader.exercise import Exercise, find_exercise, load_catalog
 from grader.kernel import CellRun, Limits, Session
 from grader.notebook import Notebook, read_notebook
-from grader.remote import Kernel
 from grader.results import CellError, GradeReport, summarise
-from grader.runner import run_checks
 
 
 def grade_notebook(
@@ -32,17 +28,24 @@ def grade_notebook(
     started = time.monotonic()
     limits = limits or Limits()
     notebook = read_notebook(path)
-    chosen = find_exercise(notebook, catalog or load_catalog(), exercise)
-    torch.backends.mha.set_fastpath_enabled(False)  # a deterministic oracle
     deadline = started + limits.total_timeout
-    session = Session(
-        notebook.code_cells, limits, chosen.watch_functions, chosen.watch_ops, deadline
-    )
-    with session:
-        kernel = Kernel(session)
-        tests = run_checks(chosen, kernel, limits, deadline)
+    # The kernel boots while the suites (and torch) load here: two seconds saved.
+    with Session(notebook.code_cells, limits, deadline) as session:
+        chosen = find_exercise(notebook, catalog or load_catalog(), exercise)
+        session.prepare(chosen.watch_functions, chosen.watch_ops)
+        tests = _run_suite(chosen, session, limits, deadline)
         cells, restarts = session.cells, session.restarts
     return build_report(chosen, notebook, tests, cells, restarts, time.monotonic() - started)
+
+
+def _run_suite(exercise: Exercise, session: Session, limits: Limits, deadline: float) -> list:
+    import torch
+
+    from grader.remote import Kernel
+    from grader.runner import run_checks
+
+    torch.backends.mha.set_fastpath_enabled(False)  # a deterministic oracle
+    return run_checks(exercise, Kernel(session), limits, deadline)
 
 
 def build_report(
@@ -76,9 +79,15 @@ def build_report(
         tests=tests,
         cell_errors=[_cell_error(c) for c in cells if c.status != "ok"],
         notes=notes,
-        torch_version=torch.__version__,
+        torch_version=_torch_version(),
         grader_version=grader.__version__,
     )
+
+
+def _torch_version() -> str:
+    import torch
+
+    return torch.__version__
 
 
 def _cell_error(cell: CellRun) -> CellError:

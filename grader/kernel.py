@@ -14,10 +14,11 @@ import secrets
 import shutil
 import time
 from dataclasses import dataclass, field, replace
+from queue import Empty
 from typing import Any, Literal
 
 import nbformat
-import torch
+from jupyter_core.utils import ensure_async, run_sync
 from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 
@@ -105,16 +106,16 @@ class _BoundedClient(NotebookClient):
 class Session:
     """A candidate kernel for the length of one grading.
 
-    Use as a context manager: entering starts the kernel and runs the cells (see `cells`),
-    leaving kills the kernel and every process it started and removes the scratch space.
+    Use as a context manager: entering launches the kernel process (without waiting for
+    it, so the grader can load its suites meanwhile); `prepare` then installs the shim and
+    runs the cells (see `cells`); leaving kills the kernel and every process it started
+    and removes the scratch space.
     """
 
     def __init__(
         self,
         sources: list[tuple[int, str]],
         limits: Limits,
-        watch_functions: tuple[str, ...] = (),
-        watch_ops: tuple[str, ...] = (),
         deadline: float | None = None,
     ) -> None:
         self.sources = sources
@@ -125,7 +126,7 @@ class Session:
         self.cells: list[CellRun] = []
         self.seen: set[str] = set()
         self.restarts = 0
-        self._watch = (watch_functions, watch_ops)
+        self._watch: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
         self._root = scratch_root()
         self.workdir = self._root / "work"
         self._io = self._root / "io"
@@ -140,12 +141,24 @@ class Session:
 
     def __enter__(self) -> Session:
         try:
-            self._start()
-            self._run_cells()
+            self._launch()
         except BaseException:
             self.close()
             raise
         return self
+
+    def prepare(
+        self, watch_functions: tuple[str, ...] = (), watch_ops: tuple[str, ...] = ()
+    ) -> None:
+        """Wait for the kernel, install the shim (recording calls of the watched torch
+        functions and aten ops), and run the notebook's cells.
+
+        Raises:
+            KernelStartError: the kernel did not come up.
+        """
+        self._watch = (watch_functions, watch_ops)
+        self._connect()
+        self._run_cells()
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -160,6 +173,8 @@ class Session:
             KernelCrashed: the kernel died (a fresh one is already running).
             NoAnswer: the kernel wrote no answer.
         """
+        import torch  # here, not at the top: the CLI launches the kernel before loading torch
+
         self._calls += 1
         request_path = self._io / f"request-{self._calls}.pt"
         answer_path = self._io / f"answer-{self._calls}.pt"
@@ -168,7 +183,7 @@ class Session:
             f"{self._shim_ref}.serve({self._ns_ref}, {str(request_path)!r}, {str(answer_path)!r})"
         )
         limit = min(timeout or self.limits.call_timeout, max(1.0, self.deadline - time.monotonic()))
-        run = self._execute(code, limit, keep_output=False)
+        run = self._quick(code, limit)
         request_path.unlink(missing_ok=True)
         if run.status == "dead":
             self.restart()
@@ -198,7 +213,11 @@ class Session:
     # -- lifecycle --------------------------------------------------------------------
 
     def _start(self) -> None:
-        tag = secrets.token_hex(4)
+        self._launch()
+        self._connect()
+
+    def _launch(self) -> None:
+        tag = self._tag = secrets.token_hex(4)
         self._shim_ref = f"__import__('sys').modules['_grader_shim_{tag}']"
         self._ns_ref = "globals()"
         manager = kernel_manager(self._root, tag, self.limits.memory_bytes, self.limits.sandbox)
@@ -220,12 +239,20 @@ class Session:
         self._client = client
         try:
             client.start_new_kernel(**start_options(self._root, self.workdir, self._token))
+        except Exception as e:
+            self._stop()
+            raise KernelStartError(f"could not start the kernel: {_one_line(e)}") from None
+
+    def _connect(self) -> None:
+        client = self._client
+        assert client is not None
+        try:
             client.start_new_kernel_client()
         except Exception as e:
             self._stop()
             raise KernelStartError(f"could not start the kernel: {_one_line(e)}") from None
         install = install_code(
-            f"_grader_shim_{tag}",
+            f"_grader_shim_{self._tag}",
             *self._watch,
             self.limits.cell_output_bytes + 64,
             self.limits.total_output_bytes + 64,
@@ -325,19 +352,60 @@ class Session:
         content = (self._reply or {}).get("content", {})
         if content.get("status") == "error":
             if content.get("ename") == _TIMEOUT_NAME:
-                run.status = "timeout"
-                if not self._settled():
-                    if self._replaying:
-                        run.status = "dead"
-                    else:
-                        self.restarts += 1
-                        self._fresh_kernel()  # the interrupt did not take
+                self._after_timeout(run)
             else:
                 run.status = "error"
                 run.message = _one_line(
                     f"{content.get('ename', 'Error')}: {content.get('evalue', '')}"
                 )
         return run
+
+    def _quick(self, code: str, timeout: float) -> _Run:
+        """Run one shim call: a silent execute, waiting only for its reply (its output is
+        not wanted). Timeouts and dead kernels are handled as for cells."""
+        return run_sync(self._async_quick)(code, timeout)
+
+    async def _async_quick(self, code: str, timeout: float) -> _Run:
+        client = self._client
+        assert client is not None and client.kc is not None
+        kc = client.kc
+        msg_id = kc.execute(
+            code, silent=True, store_history=False, allow_stdin=False, stop_on_error=False
+        )
+        deadline = time.monotonic() + timeout
+        run = _Run()
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                await ensure_async(client.km.interrupt_kernel())
+                self._after_timeout(run)
+                return run
+            try:
+                msg = await kc.shell_channel.get_msg(timeout=min(left, 1.0))
+            except Empty:
+                if not await ensure_async(kc.is_alive()):
+                    run.status = "dead"
+                    return run
+                continue
+            if msg["parent_header"].get("msg_id") == msg_id:
+                break
+        await _drain(kc.iopub_channel)
+        content = msg.get("content", {})
+        if content.get("status") == "error":
+            run.status = "error"
+            run.message = _one_line(f"{content.get('ename', 'Error')}: {content.get('evalue', '')}")
+        return run
+
+    def _after_timeout(self, run: _Run) -> None:
+        """The kernel was interrupted: wait for it to come back, or replace it."""
+        run.status = "timeout"
+        if self._settled():
+            return
+        if self._replaying:
+            run.status = "dead"
+        else:
+            self.restarts += 1
+            self._fresh_kernel()  # the interrupt did not take
 
     def _settled(self) -> bool:
         """After an interrupt: wait for the kernel to come back; replace it if it does not."""
@@ -353,6 +421,15 @@ class Session:
 
     def _on_reply(self, cell: Any, cell_index: int, execute_reply: dict[str, Any]) -> None:
         self._reply = execute_reply
+
+
+async def _drain(channel: Any) -> None:
+    """Throw away what a silent call published (status messages, capped output)."""
+    while True:
+        try:
+            await channel.get_msg(timeout=0)
+        except Empty:
+            return
 
 
 def _cell_run(index: int, run: _Run, limit: float) -> CellRun:

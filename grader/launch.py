@@ -44,7 +44,12 @@ def kernel_manager(
     Raises:
         KernelStartError: `sandboxed` and bubblewrap is missing.
     """
-    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    argv = [
+        sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
+        # Load torch while the kernel boots, in parallel with the grader's own start-up;
+        # the name is deleted, so the candidate's namespace starts empty as usual.
+        "--IPKernelApp.exec_lines=import torch as _grader_warm_up; del _grader_warm_up",
+    ]  # fmt: skip
     if memory_bytes:
         argv = [sys.executable, "-I", "-c", _LIMIT_MEMORY, str(memory_bytes), "--", *argv]
     interrupt_mode = "signal"
