@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from grader import checks
 from grader.checks import Failed
 
 
@@ -87,3 +88,20 @@ def run_oracle(
             need_weights=True, average_attn_weights=True,
         )  # fmt: skip
     return y, w
+
+
+def require_gradients(grads: dict, input_shape: tuple[int, ...]) -> None:
+    """Gradients from `Kernel.grad`: every parameter got one, every weight a non-zero one,
+    and the input a finite, non-zero one. (Key biases may get exactly zero: softmax ignores
+    a shift shared by all keys.)"""
+    (gx,) = grads["inputs"]
+    missing = [name for name, g in grads["params"].items() if g is None]
+    if missing:
+        raise Failed(f"no gradient reached {', '.join(missing)}")
+    checks.tensor(gx, "gradient of the input", input_shape)
+    checks.finite(gx, "gradient of the input")
+    dead = [
+        n for n, g in grads["params"].items() if n.endswith("weight") and float(g.abs().max()) == 0
+    ]
+    if dead or float(gx.abs().max()) == 0:
+        raise Failed(f"zero gradient for {', '.join(dead) or 'the input'}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 
+from grader.checks import Failed
 from grader.notebook import parse_cell
 
 DYNAMIC = ("__import__", "importlib", "eval", "exec", "compile")
@@ -77,3 +78,40 @@ def _dotted(node: ast.AST) -> str:
 
 def _rooted_in_torch(node: ast.AST) -> bool:
     return _dotted(node).split(".")[0] in TORCH_ROOTS
+
+
+def require_clean_source(sources: list[str], forbidden: tuple[str, ...]) -> None:
+    """A check's verdict: no forbidden built-in in the source.
+
+    Raises:
+        Failed: naming the first finding (and how many more there are).
+    """
+    findings = scan(sources, forbidden)
+    if findings:
+        more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
+        raise Failed(f"built-in attention in the source: {findings[0]}{more}")
+
+
+def require_nothing_seen(seen: set[str]) -> None:
+    """A check's verdict: no watched built-in was called at run time.
+
+    Raises:
+        Failed: naming every call seen.
+    """
+    if seen:
+        raise Failed(f"called {', '.join(sorted(seen))} during the hidden tests")
+
+
+def require_no_builtin_module(modules: list[tuple[str, str]], owner: str) -> None:
+    """A check's verdict: no nn.MultiheadAttention among a module's (name, type) pairs.
+
+    Raises:
+        Failed: naming the submodule.
+    """
+    inside = [
+        name or "(the module itself)"
+        for name, kind in modules
+        if kind.endswith("MultiheadAttention")
+    ]
+    if inside:
+        raise Failed(f"{owner} holds an nn.MultiheadAttention: {inside[0]}")

@@ -94,3 +94,39 @@ def notebook_with(*sources: str, exercise: str | None = None) -> nbformat.Notebo
     if exercise:
         nb.metadata["grader"] = {"exercise": exercise}
     return nb
+
+
+def assert_full_marks(graded: Graded) -> dict:
+    """Exit 0, every test passed, every level reached, no cell errors."""
+    assert graded.returncode == 0, graded.stderr
+    report = graded.report
+    assert report["score"] == report["max_score"] > 0
+    assert report["level_reached"] == len(report["levels"])
+    assert all(t["status"] == "passed" for t in report["tests"])
+    assert report["cell_errors"] == []
+    return report
+
+
+def assert_nothing_implemented(graded: Graded) -> dict:
+    """A scaffold: exit 1, zero points, every test `not_implemented`, and the public
+    self-check cell's NotImplementedError in the report."""
+    assert graded.returncode == 1, graded.stderr
+    report = graded.report
+    assert report["score"] == 0 and report["level_reached"] == 0
+    assert {t["status"] for t in report["tests"]} == {"not_implemented"}
+    assert all(t["message"].startswith("not implemented: ") for t in report["tests"])
+    assert [e["kind"] for e in report["cell_errors"]] == ["error"]
+    assert "NotImplementedError" in report["cell_errors"][0]["message"]
+    return report
+
+
+def assert_first_fails_at(graded: Graded, mutant: Mutant) -> dict:
+    """A mutant: exit 1, points lost, and the first level with a failure is the expected one."""
+    assert graded.returncode == 1, graded.stderr
+    report = graded.report
+    assert report["score"] < report["max_score"]
+    failing = graded.failing_levels()
+    assert failing and failing[0] == mutant.level, (
+        f"first failing level {failing[:1]}, want {mutant.level}"
+    )
+    return report

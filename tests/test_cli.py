@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -87,7 +89,12 @@ def test_build_check_fails_on_a_stale_scaffold(tmp_path, capsys):
 def test_console_script_grades_and_writes_junit(tmp_path):
     junit = tmp_path / "out.xml"
     done = subprocess.run(
-        ["grade", str(SOLUTIONS / "mha_interview.ipynb"), "--junit", str(junit)],
+        [
+            str(Path(sys.executable).parent / "grade"),
+            str(SOLUTIONS / "mha_interview.ipynb"),
+            "--junit",
+            str(junit),
+        ],
         capture_output=True,
         text=True,
         timeout=300,

@@ -7,7 +7,17 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import SCAFFOLDS, SOLUTIONS, Mutant, grade, grade_many, write_mutants
+from tests.helpers import (
+    SCAFFOLDS,
+    SOLUTIONS,
+    Mutant,
+    assert_first_fails_at,
+    assert_full_marks,
+    assert_nothing_implemented,
+    grade,
+    grade_many,
+    write_mutants,
+)
 
 pytestmark = pytest.mark.kernel
 
@@ -180,28 +190,17 @@ def graded_mutants(tmp_path_factory):
 
 def test_solution_earns_full_marks():
     graded = grade(SOLUTION)
-    report = graded.report
-    assert graded.returncode == 0, graded.stderr
-    assert report["score"] == report["max_score"] > 0
-    assert report["level_reached"] == len(report["levels"]) == 8
-    assert all(t["status"] == "passed" for t in report["tests"])
-    assert report["cell_errors"] == []
+    assert_full_marks(graded)
 
 
 def test_scaffold_earns_nothing_and_every_test_is_not_implemented():
     graded = grade(SCAFFOLDS / "mha_selfattn.ipynb")
-    report = graded.report
-    assert graded.returncode == 1
-    assert report["score"] == 0 and report["level_reached"] == 0
-    assert {t["status"] for t in report["tests"]} == {"not_implemented"}
+    report = assert_nothing_implemented(graded)
     assert all(
         t["message"]
         in ("not implemented: MultiHeadAttention.forward", "not implemented: create_causal_mask")
         for t in report["tests"]
     )
-    # the public self-check cell raises, and the report says so
-    assert [e["kind"] for e in report["cell_errors"]] == ["error"]
-    assert "NotImplementedError" in report["cell_errors"][0]["message"]
 
 
 def test_corpus_is_big_enough():
@@ -214,13 +213,7 @@ def test_corpus_is_big_enough():
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
 def test_mutant_loses_points_at_the_expected_level(graded_mutants, mutant):
     graded = graded_mutants[mutant.name]
-    assert graded.returncode == 1, graded.stderr
-    report = graded.report
-    assert report["score"] < report["max_score"]
-    failing = graded.failing_levels()
-    assert failing and failing[0] == mutant.level, (
-        f"first failing level {failing[:1]}, want {mutant.level}"
-    )
+    assert_first_fails_at(graded, mutant)
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ from exercises.mha_causal.support import CTX, D_IN, D_OUT, F32, F64, HD, QKV, SP
 from grader import checks
 from grader.checks import Failed
 from grader.exercise import Exercise
-from grader.integrity import scan
+from grader.integrity import require_clean_source, require_no_builtin_module, require_nothing_seen
 
 exercise = Exercise(
     id="mha_causal",
@@ -552,12 +552,7 @@ def no_builtin_attention_in_source(kernel):
     """The notebook's code does not name torch's attention built-ins."""
     for _, module in all_three(kernel):
         s.output(module, att.randn(B, T, D_IN, seed=1), "output")
-    findings = scan(kernel.sources, exercise.forbidden)
-    if findings:
-        raise Failed(
-            f"built-in attention in the source: {findings[0]}"
-            + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else "")
-        )
+    require_clean_source(kernel.sources, exercise.forbidden)
 
 
 @exercise.check("from scratch", points=2)
@@ -566,13 +561,5 @@ def no_builtin_attention_at_run_time(kernel):
     sits inside any of the three modules."""
     for name, module in all_three(kernel):
         s.output(module, att.randn(B, T, D_IN, seed=1), f"{name} output")
-        inside = [
-            n or "(the module itself)"
-            for n, kind in kernel.modules(module)
-            if kind.endswith("MultiheadAttention")
-        ]
-        if inside:
-            raise Failed(f"{name} holds an nn.MultiheadAttention: {inside[0]}")
-    seen = sorted(kernel.seen)
-    if seen:
-        raise Failed(f"called {', '.join(seen)} during the hidden tests")
+        require_no_builtin_module(kernel.modules(module), name)
+    require_nothing_seen(kernel.seen)

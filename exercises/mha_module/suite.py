@@ -44,7 +44,7 @@ from exercises.mha_module.support import (
 from grader import checks
 from grader.checks import Failed
 from grader.exercise import Exercise
-from grader.integrity import scan
+from grader.integrity import require_clean_source, require_no_builtin_module, require_nothing_seen
 
 exercise = Exercise(
     id="mha_module",
@@ -653,12 +653,7 @@ def combine_heads_inverts_split(kernel):
 def no_builtin_attention_in_source(kernel):
     """The notebook's code does not name torch's attention built-ins."""
     forward(build(kernel), inputs(cross=False)[0])
-    findings = scan(kernel.sources, exercise.forbidden)
-    if findings:
-        raise Failed(
-            f"built-in attention in the source: {findings[0]}"
-            + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else "")
-        )
+    require_clean_source(kernel.sources, exercise.forbidden)
 
 
 @exercise.check("from scratch", points=2)
@@ -668,14 +663,6 @@ def no_builtin_attention_at_run_time(kernel):
     mha, module = build(kernel), build_fused(kernel)
     forward(mha, *inputs(), mask=padding([LK - 1, LK - 2]))
     forward_fused(module, inputs(cross=False)[0], mask=att.causal_allow(LQ)[None, None])
-    seen = sorted(kernel.seen)
-    if seen:
-        raise Failed(f"called {', '.join(seen)} during the hidden tests")
+    require_nothing_seen(kernel.seen)
     for owner, remote in (("MultiHeadAttention", mha), ("EfficientMultiHeadAttention", module)):
-        inside = [
-            name or "(itself)"
-            for name, kind in kernel.modules(remote)
-            if kind.endswith("MultiheadAttention")
-        ]
-        if inside:
-            raise Failed(f"{owner} holds an nn.MultiheadAttention: {inside[0]}")
+        require_no_builtin_module(kernel.modules(remote), owner)

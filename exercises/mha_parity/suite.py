@@ -20,7 +20,7 @@ from exercises import _attention as att
 from grader import checks
 from grader.checks import Failed
 from grader.exercise import Exercise
-from grader.integrity import scan
+from grader.integrity import require_clean_source, require_nothing_seen
 
 exercise = Exercise(
     id="mha_parity",
@@ -545,18 +545,11 @@ def gradients_finite_with_fully_masked_query(kernel):
 def no_builtin_attention_in_source(kernel):
     """The notebook's code does not name torch's attention built-ins."""
     attend(kernel, *inputs())
-    findings = scan(kernel.sources, exercise.forbidden)
-    if findings:
-        raise Failed(
-            f"built-in attention in the source: {findings[0]}"
-            + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else "")
-        )
+    require_clean_source(kernel.sources, exercise.forbidden)
 
 
 @exercise.check("from scratch", points=2)
 def no_builtin_attention_at_run_time(kernel):
     """No attention built-in is called while the suite runs."""
     attend(kernel, *inputs(), random_mask(N, L, S, seed=16))
-    seen = sorted(kernel.seen)
-    if seen:
-        raise Failed(f"called {', '.join(seen)} during the hidden tests")
+    require_nothing_seen(kernel.seen)

@@ -17,7 +17,7 @@ from exercises import _attention as att
 from grader import checks
 from grader.checks import Failed
 from grader.exercise import Exercise
-from grader.integrity import scan
+from grader.integrity import require_clean_source, require_no_builtin_module, require_nothing_seen
 
 exercise = Exercise(
     id="mha_selfattn",
@@ -433,17 +433,7 @@ def gradients_reach_every_parameter_and_the_input(kernel):
     grads = kernel.grad(
         mha, (x,), {}, wrt=[0], cotangent=att.randn(B, T, E, seed=2), output_path=[0]
     )
-    (gx,) = grads["inputs"]
-    missing = [name for name, g in grads["params"].items() if g is None]
-    if missing:
-        raise Failed(f"no gradient reached {', '.join(missing)}")
-    checks.tensor(gx, "gradient of the input", (B, T, E))
-    checks.finite(gx, "gradient of the input")
-    dead = [
-        n for n, g in grads["params"].items() if n.endswith("weight") and float(g.abs().max()) == 0
-    ]
-    if dead or float(gx.abs().max()) == 0:
-        raise Failed(f"zero gradient for {', '.join(dead) or 'the input'}")
+    att.require_gradients(grads, (B, T, E))
 
 
 @exercise.check("training", points=2)
@@ -497,12 +487,7 @@ def train_mode_applies_dropout(kernel):
 def no_builtin_attention_in_source(kernel):
     """The notebook's code does not name torch's attention built-ins."""
     attend(build(kernel), att.randn(B, T, E, seed=1))
-    findings = scan(kernel.sources, exercise.forbidden)
-    if findings:
-        raise Failed(
-            f"built-in attention in the source: {findings[0]}"
-            + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else "")
-        )
+    require_clean_source(kernel.sources, exercise.forbidden)
 
 
 @exercise.check("from scratch", points=2)
@@ -511,13 +496,5 @@ def no_builtin_attention_at_run_time(kernel):
     sits inside the module."""
     mha = build(kernel)
     attend(mha, att.randn(B, T, E, seed=1), att.causal_allow(T)[None, None])
-    seen = sorted(kernel.seen)
-    if seen:
-        raise Failed(f"called {', '.join(seen)} during the hidden tests")
-    inside = [
-        name or "(the module itself)"
-        for name, kind in kernel.modules(mha)
-        if kind.endswith("MultiheadAttention")
-    ]
-    if inside:
-        raise Failed(f"holds an nn.MultiheadAttention: {inside[0]}")
+    require_nothing_seen(kernel.seen)
+    require_no_builtin_module(kernel.modules(mha), "MultiHeadAttention")
