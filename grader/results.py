@@ -10,10 +10,8 @@ STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
-class TestResult:
+class CheckResult:
     """The outcome of one hidden test."""
-
-    __test__ = False  # not a pytest class
 
     id: str
     level: int
@@ -61,7 +59,7 @@ class GradeReport:
     level_reached_name: str
     levels: list[LevelSummary]
     duration_s: float
-    tests: list[TestResult]
+    tests: list[CheckResult]
     cell_errors: list[CellError]
     notes: list[str] = field(default_factory=list)
     torch_version: str = ""
@@ -79,7 +77,7 @@ class GradeReport:
         return data
 
 
-def summarise(level_names: list[str], tests: list[TestResult]) -> tuple[list[LevelSummary], int]:
+def summarise(level_names: list[str], tests: list[CheckResult]) -> tuple[list[LevelSummary], int]:
     """Per-level totals, and the highest level reached with every level up to it fully passed."""
     levels = []
     reached = 0

@@ -1,4 +1,4 @@
-"""Running a hidden suite against a live kernel, turning every outcome into a TestResult."""
+"""Running a hidden suite against a live kernel, turning every outcome into a CheckResult."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from grader.checks import Failed
 from grader.exercise import Check, Exercise
 from grader.kernel import CallTimeout, KernelCrashed, Limits, NoAnswer
 from grader.remote import CandidateRaised, Kernel
-from grader.results import Status, TestResult
+from grader.results import CheckResult, Status
 
 
 def run_checks(
     exercise: Exercise, kernel: Kernel, limits: Limits, deadline: float
-) -> list[TestResult]:
+) -> list[CheckResult]:
     """Run every check in level order; candidate trouble is recorded, never raised.
 
     After `limits.max_timeouts` tests in a row time out or kill the kernel, or once
@@ -60,8 +60,8 @@ def run_check(check: Check, kernel: Kernel, limits: Limits) -> tuple[Status, str
     return "passed", ""
 
 
-def _result(exercise: Exercise, check: Check, status: Status, message: str) -> TestResult:
-    return TestResult(
+def _result(exercise: Exercise, check: Check, status: Status, message: str) -> CheckResult:
+    return CheckResult(
         id=check.id,
         level=check.level,
         level_name=exercise.levels[check.level - 1],

@@ -8,13 +8,13 @@ import xml.etree.ElementTree as ET
 from rich.console import Console
 
 from grader.report import render, to_json, to_junit
-from grader.results import CellError, GradeReport, TestResult, summarise
+from grader.results import CellError, CheckResult, GradeReport, summarise
 
 LEVELS = ["shapes", "masks", "parity"]
 
 
 def _t(id, level, status, points=1.0, message=""):
-    return TestResult(
+    return CheckResult(
         id, level, LEVELS[level - 1], status, points if status == "passed" else 0, points, message
     )
 
