@@ -363,7 +363,13 @@ class Session:
     def _quick(self, code: str, timeout: float) -> _Run:
         """Run one shim call: a silent execute, waiting only for its reply (its output is
         not wanted). Timeouts and dead kernels are handled as for cells."""
-        return run_sync(self._async_quick)(code, timeout)
+        run = run_sync(self._async_quick)(code, timeout)
+        if run.status == "timeout":
+            # Recovery runs nbclient's own (sync) calls: never from inside the coroutine
+            # above, where they would move the client's sockets to another event loop.
+            run_sync(self._client.km.interrupt_kernel)()  # type: ignore[union-attr]
+            self._after_timeout(run)
+        return run
 
     async def _async_quick(self, code: str, timeout: float) -> _Run:
         client = self._client
@@ -377,8 +383,7 @@ class Session:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                await ensure_async(client.km.interrupt_kernel())
-                self._after_timeout(run)
+                run.status = "timeout"
                 return run
             try:
                 msg = await kc.shell_channel.get_msg(timeout=min(left, 1.0))

@@ -7,7 +7,9 @@ scratch space. The kernel talks to the grader over Unix sockets in that folder.
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 from pathlib import Path
 
 from grader.errors import KernelStartError
@@ -41,6 +43,16 @@ def wrap(argv: list[str], writable: list[Path]) -> list[str]:
         "--die-with-parent",
         "--new-session",
     ]  # fmt: skip
+    for folder in _hidden_by_private_tmp():
+        command += ["--ro-bind", folder, folder]
     for folder in writable:
         command += ["--bind", str(folder), str(folder)]
     return command + argv
+
+
+def _hidden_by_private_tmp() -> list[str]:
+    """The interpreter's own folders that live under /tmp (a virtual environment in a
+    fresh clone, say): the private /tmp would hide them, so they are bound back read-only."""
+    folders = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable)}
+    folders |= {os.path.realpath(f) for f in folders}
+    return sorted(f for f in folders if f == "/tmp" or f.startswith("/tmp/"))
