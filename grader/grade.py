@@ -10,7 +10,9 @@ import grader
 from grader.exercise import Exercise, find_exercise, load_catalog
 from grader.kernel import CellRun, Limits, Session
 from grader.notebook import Notebook, read_notebook
-from grader.results import CellError, GradeReport, summarise
+from grader.results import CellError, CutOutput, GradeReport, summarise
+
+_START = 200  # characters of a cut cell's output kept in the report
 
 
 def grade_notebook(
@@ -79,6 +81,9 @@ def build_report(
         tests=tests,
         cell_errors=[_cell_error(c) for c in cells if c.status != "ok"],
         notes=notes,
+        cut_output=[
+            CutOutput(c.index + 1, c.output[:_START], c.output_cut) for c in cells if c.output_cut
+        ],
         torch_version=_torch_version(),
         grader_version=grader.__version__,
     )

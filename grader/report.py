@@ -77,6 +77,19 @@ def render(report: GradeReport, console: Console) -> None:
                 message += f" (output cut: {c.output_cut:,} characters not shown)"
             cells.add_row(str(c.cell), c.kind, message)
         parts.append(cells)
+    if report.cut_output:
+        cut = Table(
+            title="Output cut (what the cell printed first)",
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+            expand=True,
+        )
+        cut.add_column("cell", justify="right")
+        cut.add_column("cut", justify="right")
+        cut.add_column("began with", overflow="ellipsis", no_wrap=True)
+        for c in report.cut_output:
+            cut.add_row(str(c.cell), f"{c.cut:,} chars", c.start.replace("\n", "⏎ "))
+        parts.append(cut)
     for note in report.notes:
         parts.append(Text(f"note: {note}", style="dim"))
     reached = (

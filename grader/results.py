@@ -35,6 +35,15 @@ class CellError:
 
 
 @dataclass(frozen=True)
+class CutOutput:
+    """A cell that printed past the output limits: how its output began, and how much was cut."""
+
+    cell: int
+    start: str
+    cut: int
+
+
+@dataclass(frozen=True)
 class LevelSummary:
     """Tests passed and points earned on one level."""
 
@@ -62,6 +71,7 @@ class GradeReport:
     tests: list[CheckResult]
     cell_errors: list[CellError]
     notes: list[str] = field(default_factory=list)
+    cut_output: list[CutOutput] = field(default_factory=list)
     torch_version: str = ""
     grader_version: str = ""
 

@@ -100,6 +100,8 @@ def crashed_then_recovered(report: dict) -> None:
 def flood_cut(report: dict) -> None:
     assert report["score"] == report["max_score"]
     assert report["cell_errors"] == []
+    [cut] = report["cut_output"]
+    assert cut["start"].startswith("xxxx") and cut["cut"] > 99_000_000, cut
 
 
 def from_scratch_fails_naming(call: str) -> Callable[[dict], None]:
@@ -228,6 +230,17 @@ FAULTS = [
                 FORWARD,
                 "        import ctypes\n        if x.shape[1] == 1:\n            ctypes.string_at(0)\n"
                 + FORWARD,
+            ),
+        ),
+    ),
+    Fault(
+        "sigkill_in_forward",  # what the OOM killer does
+        crashed_then_recovered,
+        replace=(
+            (
+                FORWARD,
+                "        import os, signal\n        if x.shape[1] == 1:\n"
+                "            os.kill(os.getpid(), signal.SIGKILL)\n" + FORWARD,
             ),
         ),
     ),

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 
 from rich.console import Console
 
 from grader.report import render, to_json, to_junit
-from grader.results import CellError, CheckResult, GradeReport, summarise
+from grader.results import CellError, CheckResult, CutOutput, GradeReport, summarise
 
 LEVELS = ["shapes", "masks", "parity"]
 
@@ -100,3 +101,17 @@ def test_report_card_shows_levels_failures_cell_errors_and_score():
     assert "NameError" in text
     assert "Score 1/2" in text
     assert "level 1 (shapes)" in text
+
+
+def test_report_card_shows_how_cut_output_began_and_how_much_was_cut():
+    report = replace(
+        _report([_t("a", 1, "passed")]), cut_output=[CutOutput(3, "spam\nspam", 99_000)]
+    )
+    console = Console(record=True, width=100)
+    render(report, console)
+    text = console.export_text()
+    assert "99,000 chars" in text
+    assert "spam⏎ spam" in text
+    assert json.loads(to_json(report))["cut_output"] == [
+        {"cell": 3, "start": "spam\nspam", "cut": 99_000}
+    ]
