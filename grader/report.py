@@ -84,11 +84,16 @@ def render(report: GradeReport, console: Console) -> None:
             box=box.SIMPLE_HEAD,
             expand=True,
         )
-        cut.add_column("cell", justify="right")
-        cut.add_column("cut", justify="right")
-        cut.add_column("began with", overflow="ellipsis", no_wrap=True)
-        for c in report.cut_output:
-            cut.add_row(str(c.cell), f"{c.cut:,} chars", c.start.replace("\n", "⏎ "))
+        rows = [
+            (str(c.cell), f"{c.cut:,} chars", c.start.replace("\n", "⏎ "))
+            for c in report.cut_output
+        ]
+        width = max(len(row[1]) for row in rows)  # keep the counts whole on narrow terminals
+        cut.add_column("cell", justify="right", no_wrap=True, min_width=4)
+        cut.add_column("cut", justify="right", no_wrap=True, min_width=width)
+        cut.add_column("began with", overflow="ellipsis", no_wrap=True, ratio=1)
+        for row in rows:
+            cut.add_row(*row)
         parts.append(cut)
     for note in report.notes:
         parts.append(Text(f"note: {note}", style="dim"))
