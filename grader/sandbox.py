@@ -1,13 +1,15 @@
 """`--sandbox`: run the kernel under bubblewrap.
 
-Inside: no network, a read-only view of the system, a private /tmp, its own PID namespace
-(so it can neither see nor signal the grader), and one writable folder, the session's
-scratch space. The kernel talks to the grader over Unix sockets in that folder.
+Inside: no network, a read-only view of the system, a private /tmp, empty home folders
+(the interviewer's files are not there to read), its own PID namespace (so it can neither
+see nor signal the grader), and one writable folder, the session's scratch space. The
+kernel talks to the grader over Unix sockets in that folder.
 """
 
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import sys
 from pathlib import Path
@@ -38,21 +40,36 @@ def wrap(argv: list[str], writable: list[Path]) -> list[str]:
         "--ro-bind", "/", "/",
         "--dev", "/dev",
         "--proc", "/proc",
-        "--tmpfs", "/tmp",
         "--unshare-all",
         "--die-with-parent",
         "--new-session",
     ]  # fmt: skip
-    for folder in _hidden_by_private_tmp():
+    for folder in _private():
+        command += ["--tmpfs", folder]
+    for folder in _interpreter_folders_under(_private()):
         command += ["--ro-bind", folder, folder]
     for folder in writable:
         command += ["--bind", str(folder), str(folder)]
     return command + argv
 
 
-def _hidden_by_private_tmp() -> list[str]:
-    """The interpreter's own folders that live under /tmp (a virtual environment in a
-    fresh clone, say): the private /tmp would hide them, so they are bound back read-only."""
+def _private() -> list[str]:
+    """Folders replaced by empty ones: /tmp, and the home folders (/home, /root and the
+    grader user's own), where the interviewer's keys, notes and other submissions live."""
+    homes = {"/home", "/root", os.path.expanduser("~"), pwd.getpwuid(os.getuid()).pw_dir}
+    folders = {os.path.realpath(f) for f in homes if os.path.isdir(f)} - {"/"} | {"/tmp"}
+    # Only the outermost of nested folders: a tmpfs on /home already hides /home/me.
+    return sorted(f for f in folders if not any(_under(f, other) for other in folders - {f}))
+
+
+def _interpreter_folders_under(hidden: list[str]) -> list[str]:
+    """The interpreter's own folders (a virtual environment in a fresh clone under /tmp, a
+    pyenv Python under the home folder) that the empty folders would hide: bound back
+    read-only."""
     folders = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable)}
     folders |= {os.path.realpath(f) for f in folders}
-    return sorted(f for f in folders if f == "/tmp" or f.startswith("/tmp/"))
+    return sorted(f for f in folders if any(_under(f, h) for h in hidden))
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")

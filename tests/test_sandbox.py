@@ -1,4 +1,5 @@
-"""--sandbox: the kernel cannot reach the network, see the grader, or write the host's /tmp.
+"""--sandbox: the kernel cannot reach the network, see the grader, write the host's /tmp, or
+read the home folder.
 
 Each property is checked twice: under --sandbox (blocked) and without it (the same cell
 gets through), so the test proves the sandbox is what blocks it.
@@ -7,6 +8,7 @@ gets through), so the test proves the sandbox is what blocks it.
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import socket
 import subprocess
@@ -108,6 +110,19 @@ def test_sandbox_has_a_private_tmp(tmp_path):
         assert marker.exists()
     finally:
         marker.unlink(missing_ok=True)
+
+
+@needs_bwrap
+def test_sandbox_hides_the_home_folder(tmp_path):
+    home = Path(pwd.getpwuid(os.getuid()).pw_dir)
+    canary = home / f".grader-sandbox-canary-{uuid.uuid4().hex}"
+    cell = f"assert not __import__('os').path.exists({str(canary)!r}), 'home is readable'"
+    canary.write_text("the interviewer's secret")
+    try:
+        assert cell_errors(graded_with(tmp_path, cell, "--sandbox")) == []
+        assert "home is readable" in " ".join(cell_errors(graded_with(tmp_path, cell)))
+    finally:
+        canary.unlink(missing_ok=True)
 
 
 def test_sandbox_without_bubblewrap_exits_2(tmp_path):
