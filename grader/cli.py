@@ -133,7 +133,11 @@ def _version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `grade` console script."""
-    argv = sys.argv[1:] if argv is None else argv
+    if argv is None:  # the command itself, one grading per process: keep every orphan below us
+        from grader.procs import adopt_orphans
+
+        adopt_orphans()
+        argv = sys.argv[1:]
     warnings.filterwarnings("ignore")
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     try:

@@ -267,7 +267,7 @@ class Session:
         if client is None:
             return
         kernel_pid = _kernel_pid(client)
-        doomed = procs.tagged(self._token)
+        doomed = procs.tagged(self._token) | procs.adopted()
         if kernel_pid:
             doomed |= procs.descendants(kernel_pid)
         # The kernel may already be gone; the kill below is what matters.

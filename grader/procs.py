@@ -2,17 +2,44 @@
 
 Each kernel is started with a per-session token in its environment. Processes inherit it,
 so they are found by the token even after they double-fork away from the kernel's tree;
-the kernel's live descendants are added for good measure.
+the kernel's live descendants are added for good measure. A process that both sheds the
+token (a fresh environment) and double-forks is caught when the grader adopts orphans
+(`adopt_orphans`, which the `grade` command does): it then stays below the grader.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import time
 
 TOKEN_VARIABLE = "GRADER_SESSION"
+_PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+_adopting = False
+
+
+def adopt_orphans() -> bool:
+    """Become the reaper of this process's orphaned descendants (Linux), so that nothing the
+    candidate starts can leave the grader's process tree. Only for a process that runs one
+    grading at a time, such as the `grade` command: `adopted` then claims every descendant.
+
+    Returns:
+        True if the kernel agreed.
+    """
+    global _adopting
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        _adopting = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):  # not Linux
+        _adopting = False
+    return _adopting
+
+
+def adopted() -> set[int]:
+    """Every live descendant of this process, once it adopts orphans; else nothing."""
+    return descendants(os.getpid()) if _adopting else set()
 
 
 def _stat_fields(pid: int) -> list[bytes] | None:

@@ -137,6 +137,19 @@ if os.fork() == 0:
 time.sleep(0.5)
 """
 
+# The same, from a fresh environment (no session token); the scratch path in its command
+# line lets the test find it.
+CLEAN_ENV_DAEMON = """
+import os, time
+marker = os.environ.get("TMPDIR", "")
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execve("/bin/sh", ["sh", "-c", f"sleep 305; : {marker}"], {"PATH": "/usr/bin:/bin"})
+    os._exit(0)
+time.sleep(0.5)
+"""
+
 FAULTS = [
     Fault(
         "hang_in_top_level_cell",
@@ -295,6 +308,12 @@ FAULTS = [
         exit_code=0,
     ),
     Fault("double_forked_daemon", full_marks, cells=(SPAWN_DAEMON,), exit_code=0),
+    Fault(
+        "double_forked_daemon_with_a_clean_environment",
+        full_marks,
+        cells=(CLEAN_ENV_DAEMON,),
+        exit_code=0,
+    ),
     Fault(
         "writes_files_in_its_directory",
         full_marks,
