@@ -12,11 +12,16 @@ import os
 import re
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from grader.errors import GraderError, UsageError
+
+if TYPE_CHECKING:
+    from grader.results import GradeReport
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
@@ -74,6 +79,11 @@ def grading_parser() -> argparse.ArgumentParser:
         help="print one JSON object on stdout instead of the report card",
     )
     p.add_argument("--junit", metavar="PATH", help="also write JUnit XML to PATH")
+    p.add_argument(
+        "--gradescope",
+        metavar="PATH",
+        help="also write Gradescope's results.json to PATH",
+    )
     p.add_argument(
         "--cell-timeout",
         type=_seconds,
@@ -168,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
 def _grade(argv: list[str]) -> int:
     from grader.grade import grade_notebook
     from grader.kernel import Limits
-    from grader.report import render, to_json, to_junit
+    from grader.report import render, to_gradescope, to_json, to_junit
     from grader.sandbox import INSTALL_HINT, bwrap_path
 
     args = grading_parser().parse_args(argv)
@@ -176,6 +186,8 @@ def _grade(argv: list[str]) -> int:
         raise UsageError(
             f"--sandbox needs bubblewrap (bwrap), which is not installed: {INSTALL_HINT}"
         )
+    _writable(args.junit, "JUnit file")
+    _writable(args.gradescope, "Gradescope results")
     output = args.max_output or 64 * 1024
     limits = Limits(
         cell_timeout=args.cell_timeout,
@@ -188,16 +200,38 @@ def _grade(argv: list[str]) -> int:
         sandbox=args.sandbox,
     )
     report = grade_notebook(args.notebook, exercise=args.exercise, limits=limits)
-    if args.junit:
-        try:
-            Path(args.junit).write_text(to_junit(report))
-        except OSError as e:
-            raise UsageError(f"{args.junit}: cannot write JUnit file: {e.strerror or e}") from None
+    _write(args.junit, "JUnit file", to_junit, report)
+    _write(args.gradescope, "Gradescope results", to_gradescope, report)
     if args.json:
         print(to_json(report))
     else:
         render(report, Console(highlight=False))
     return 0 if report.full_marks else 1
+
+
+def _writable(path: str | None, what: str) -> None:
+    """Refuse, before grading, an output file that could not be written afterwards."""
+    if not path:
+        return
+    folder = Path(path).parent
+    if Path(path).is_dir():
+        raise UsageError(f"{path}: is a directory, cannot write {what} there")
+    if not folder.is_dir():
+        raise UsageError(f"{path}: cannot write {what}: no folder {folder}")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"{path}: cannot write {what}: folder {folder} is not writable")
+
+
+def _write(
+    path: str | None, what: str, serialise: Callable[[GradeReport], str], report: GradeReport
+) -> None:
+    """Write one of the report's files, if its flag was given."""
+    if not path:
+        return
+    try:
+        Path(path).write_text(serialise(report))
+    except OSError as e:
+        raise UsageError(f"{path}: cannot write {what}: {e.strerror or e}") from None
 
 
 def _list(argv: list[str]) -> int:

@@ -1,4 +1,4 @@
-"""Rendering a GradeReport: the rich report card, JSON, and JUnit XML."""
+"""Rendering a GradeReport: the rich report card, JSON, JUnit XML and Gradescope's results.json."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from grader.results import GradeReport
+from grader.results import CheckResult, GradeReport
 
 _STYLE = {
     "passed": "green",
@@ -57,9 +57,8 @@ def render(report: GradeReport, console: Console) -> None:
         table.add_column("test", overflow="fold", ratio=2)
         table.add_column("why", overflow="fold", ratio=3)
         for t in problems:
-            label = _LABEL.get(t.status, t.status)
+            label, message = _why(t)
             why = Text(label, style=_STYLE[t.status])
-            message = t.message.removeprefix(f"{label}: ")
             if message:
                 why.append(f": {message}")
             table.add_row(str(t.level), t.id + ("" if t.hidden else " (public)"), why)
@@ -97,23 +96,30 @@ def render(report: GradeReport, console: Console) -> None:
         parts.append(cut)
     for note in report.notes:
         parts.append(Text(f"note: {note}", style="dim"))
-    reached = (
-        f"level {report.level_reached} ({report.level_reached_name})"
-        if report.level_reached
-        else "none"
-    )
     style = "bold green" if report.full_marks else "bold"
     parts.append(
         Text.assemble(
             ("Score ", "bold"),
             (f"{_points(report.score)}/{_points(report.max_score)}", style),
             ("   Level reached ", "bold"),
-            reached,
+            _reached(report),
         )  # fmt: skip
     )
     console.rule("Grade report")
     console.print(Group(*parts))
     console.rule()
+
+
+def _why(t: CheckResult) -> tuple[str, str]:
+    """(the status as a person reads it, the message without that label repeated)."""
+    label = _LABEL.get(t.status, t.status)
+    return label, t.message.removeprefix(f"{label}: ")
+
+
+def _reached(report: GradeReport) -> str:
+    if not report.level_reached:
+        return "none"
+    return f"level {report.level_reached} ({report.level_reached_name})"
 
 
 def to_json(report: GradeReport) -> str:
@@ -147,3 +153,50 @@ def to_junit(report: GradeReport) -> str:
         {"score": report.score, "max_score": report.max_score, "notebook": report.notebook}
     )
     return ET.tostring(suite, encoding="unicode", xml_declaration=True)
+
+
+def to_gradescope(report: GradeReport) -> str:
+    """Gradescope's autograder `results.json`: one entry per hidden test. The public tests
+    are visible at once; the hidden ones once grades are published (`after_published`)."""
+    tests = [
+        {
+            "name": f"{t.level_name}: {t.id}",
+            "number": f"{t.level}.{n}",
+            "score": t.score,
+            "max_score": t.max_score,
+            "status": "passed" if t.status == "passed" else "failed",
+            "output": "" if t.status == "passed" else ": ".join(filter(None, _why(t))),
+            "tags": [t.level_name],
+            "visibility": "after_published" if t.hidden else "visible",
+        }
+        for n, t in _numbered(report)
+    ]
+    lines = [
+        f"Score {_points(report.score)}/{_points(report.max_score)}, level reached: {_reached(report)}."
+    ]
+    lines += [f"Cell {c.cell} ({c.kind}): {c.message}" for c in report.cell_errors]
+    return json.dumps(
+        {
+            "score": report.score,
+            "execution_time": round(report.duration_s),
+            "output": "\n".join(lines),
+            "tests": tests,
+            "extra_data": {
+                "exercise": report.exercise,
+                "level_reached": report.level_reached,
+                "torch_version": report.torch_version,
+                "grader_version": report.grader_version,
+            },
+        },
+        indent=2,
+    )
+
+
+def _numbered(report: GradeReport) -> list[tuple[int, CheckResult]]:
+    """Each test with its place within its level, counting from 1."""
+    seen: dict[int, int] = {}
+    numbered = []
+    for t in report.tests:
+        seen[t.level] = seen.get(t.level, 0) + 1
+        numbered.append((seen[t.level], t))
+    return numbered

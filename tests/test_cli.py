@@ -59,6 +59,21 @@ def test_bad_flags_exit_2(capsys, flag):
     assert code == 2 and err.startswith("grade: error:") and "Traceback" not in err
 
 
+@pytest.mark.parametrize("flag", ["--junit", "--gradescope"])
+@pytest.mark.parametrize(
+    ("where", "problem"),
+    [("absent/out.json", "no folder"), (".", "is a directory")],
+)
+def test_output_file_that_cannot_be_written_exits_2_before_grading(
+    tmp_path, capsys, flag, where, problem
+):
+    code, out, err = _run(
+        capsys, str(SOLUTIONS / "mha_interview.ipynb"), flag, str(tmp_path / where)
+    )
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and problem in err and str(tmp_path) in err
+
+
 def test_sizes_parse():
     assert parse_size("8G") == 8 * 1024**3
     assert parse_size("512M") == 512 * 1024**2
@@ -86,14 +101,16 @@ def test_build_check_fails_on_a_stale_scaffold(tmp_path, capsys):
 
 
 @pytest.mark.kernel
-def test_console_script_grades_and_writes_junit(tmp_path):
-    junit = tmp_path / "out.xml"
+def test_console_script_grades_and_writes_junit_and_gradescope_results(tmp_path):
+    junit, gradescope = tmp_path / "out.xml", tmp_path / "results.json"
     done = subprocess.run(
         [
             str(Path(sys.executable).parent / "grade"),
             str(SOLUTIONS / "mha_interview.ipynb"),
             "--junit",
             str(junit),
+            "--gradescope",
+            str(gradescope),
         ],
         capture_output=True,
         text=True,
@@ -102,6 +119,9 @@ def test_console_script_grades_and_writes_junit(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "Score" in done.stdout and "Level reached" in done.stdout
     assert "<testsuite" in junit.read_text()
+    results = json.loads(gradescope.read_text())
+    assert results["score"] == sum(t["max_score"] for t in results["tests"]) > 0
+    assert {t["status"] for t in results["tests"]} == {"passed"}
 
 
 @pytest.mark.kernel

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from rich.console import Console
 
-from grader.report import render, to_json, to_junit
+from grader.report import render, to_gradescope, to_json, to_junit
 from grader.results import CellError, CheckResult, CutOutput, GradeReport, summarise
 
 LEVELS = ["shapes", "masks", "parity"]
@@ -115,3 +115,27 @@ def test_report_card_shows_how_cut_output_began_and_how_much_was_cut():
     assert json.loads(to_json(report))["cut_output"] == [
         {"cell": 3, "start": "spam\nspam", "cut": 99_000}
     ]
+
+
+def test_gradescope_results_follow_its_spec():
+    report = _report(
+        [
+            _t("a", 1, "passed"),
+            replace(
+                _t("b", 2, "not_implemented", message="not implemented: MHA.forward"), hidden=False
+            ),
+            _t("c", 2, "timeout", message="forward ran past 20 s"),
+        ]
+    )
+    results = json.loads(to_gradescope(report))
+    assert results["score"] == 1 and results["execution_time"] == 1
+    assert "Cell 4 (error): NameError" in results["output"]
+    assert [(t["number"], t["name"], t["status"]) for t in results["tests"]] == [
+        ("1.1", "shapes: a", "passed"),
+        ("2.1", "masks: b", "failed"),
+        ("2.2", "masks: c", "failed"),
+    ]
+    a, b, c = results["tests"]
+    assert (a["output"], a["score"], a["max_score"]) == ("", 1, 1)
+    assert b["output"] == "not implemented: MHA.forward" and b["visibility"] == "visible"
+    assert c["output"] == "timeout: forward ran past 20 s" and c["visibility"] == "after_published"
