@@ -2,7 +2,8 @@
 
 Exit codes: 0 full marks (or a command that succeeded), 1 graded but not full marks (or
 `build --check` found stale scaffolds), 2 could not grade (bad file, unknown exercise,
-bad flag, kernel that will not start), 3 internal error, 130 interrupted.
+bad flag, kernel that will not start), 3 internal error, 130 interrupted (Ctrl-C), 143 and
+129 stopped by SIGTERM or SIGHUP (after cleaning up, as for Ctrl-C).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import sys
 import warnings
 from collections.abc import Callable
@@ -141,12 +143,27 @@ def _version() -> str:
     return f"grade {grader.__version__}"
 
 
+class _Stopped(BaseException):
+    """SIGTERM or SIGHUP arrived. Like KeyboardInterrupt, it unwinds past `except Exception`,
+    so the kernel, its processes and the scratch space are cleaned up on the way out."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise _Stopped(signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `grade` console script."""
-    if argv is None:  # the command itself, one grading per process: keep every orphan below us
+    if argv is None:  # the command itself, one grading per process
         from grader.procs import adopt_orphans
 
-        adopt_orphans()
+        adopt_orphans()  # keep every orphan below us
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, _stop)
         argv = sys.argv[1:]
     warnings.filterwarnings("ignore")
     err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -165,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err.print("grade: interrupted", markup=False)
         return 130
+    except _Stopped as e:
+        err.print(f"grade: stopped by {signal.Signals(e.signum).name}", markup=False)
+        return 128 + e.signum
     except Exception as e:  # a bug in the grader: one line, unless asked for the traceback
         if os.environ.get("GRADER_DEBUG"):
             raise

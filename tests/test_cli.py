@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import nbformat
 import pytest
 
 from grader.cli import main, parse_size
-from tests.helpers import ROOT, SOLUTIONS, grade, notebook_with
+from tests.helpers import ROOT, SOLUTIONS, grade, leftovers, notebook_with
 
 
 def _run(capsys, *argv):
@@ -143,3 +147,35 @@ def test_notebook_without_metadata_is_matched_by_its_names(tmp_path):
     nbformat.write(nb, path)
     graded = grade(path)
     assert graded.returncode == 0 and graded.report["exercise"] == "mha_interview"
+
+
+STARTED_AND_HUNG = """
+import subprocess, time
+child = subprocess.Popen(['sleep', '306'])
+open('started', 'w').close()
+time.sleep(600)
+"""
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_grader_stopped_by_a_signal_cleans_up_and_says_so(tmp_path, request, signum, code):
+    path = tmp_path / "hangs.ipynb"
+    nbformat.write(notebook_with(STARTED_AND_HUNG, exercise="mha_interview"), path)
+    scratch = Path(tempfile.mkdtemp(dir="/tmp"))  # short: the grader's scratch goes inside
+    request.addfinalizer(lambda: shutil.rmtree(scratch, ignore_errors=True))
+    grading = subprocess.Popen(
+        [sys.executable, "-m", "grader.cli", str(path), "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "TMPDIR": str(scratch)},
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not list(scratch.glob("grader-*/work/started")) and time.monotonic() < deadline:
+        assert grading.poll() is None, grading.communicate()
+        time.sleep(0.1)
+    grading.send_signal(signum)
+    out, err = grading.communicate(timeout=60)
+    assert grading.returncode == code, err
+    assert out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert leftovers(str(scratch)) == []
+    assert list(scratch.iterdir()) == []

@@ -20,7 +20,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.helpers import SOLUTIONS, WORKERS, Graded
+from tests.helpers import SOLUTIONS, WORKERS, Graded, leftovers
 
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 
@@ -461,24 +461,6 @@ def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
         str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
         for p in folder.rglob("*")
     }
-
-
-def leftovers(marker: str) -> list[int]:
-    """Processes whose command line or environment mentions `marker`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        for part in ("cmdline", "environ"):
-            try:
-                if marker.encode() in Path(f"/proc/{entry}/{part}").read_bytes():
-                    state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-                    if state != "Z":
-                        found.append(int(entry))
-                    break
-            except OSError:
-                break
-    return found
 
 
 @dataclass(frozen=True)
