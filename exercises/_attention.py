@@ -6,10 +6,6 @@ Everything here runs in the grader's process with the grader's own torch.
 from __future__ import annotations
 
 import torch
-
-# nn.MultiheadAttention's key-padding check imports this on first use, which costs half a
-# second mid-suite; imported here, it loads while the candidate's kernel is still booting.
-import torch.fx.experimental.symbolic_shapes  # noqa: F401
 from torch import nn
 
 from grader import checks
