@@ -70,11 +70,8 @@ def render(report: GradeReport, console: Console) -> None:
         cells.add_column("cell", justify="right")
         cells.add_column("what")
         cells.add_column("message", overflow="fold")
-        for c in report.cell_errors:
-            message = c.message
-            if c.output_cut:
-                message += f" (output cut: {c.output_cut:,} characters not shown)"
-            cells.add_row(str(c.cell), c.kind, message)
+        for c in report.cell_errors:  # cut output has its own table below
+            cells.add_row(str(c.cell), c.kind, c.message)
         parts.append(cells)
     if report.cut_output:
         cut = Table(
