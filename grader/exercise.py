@@ -1,6 +1,6 @@
 """Exercises: a hidden suite of checks in levels, plus what identifies the exercise.
 
-An exercise is a folder under ``exercises/`` with a ``suite.py`` that defines
+An exercise is a folder under ``exercises/`` (installed as ``grader.exercises``) with a ``suite.py`` that defines
 ``exercise = Exercise(...)`` and registers checks with ``@exercise.check(level=...)``.
 The catalog is found by scanning that folder, so adding an exercise never touches grader
 code. Checks run in the grader's process; they reach candidate code only through the
@@ -77,7 +77,7 @@ class Exercise:
         return sum(c.points for c in self.checks)
 
 
-def load_catalog(package: str = "exercises") -> dict[str, Exercise]:
+def load_catalog(package: str = "grader.exercises") -> dict[str, Exercise]:
     """Every exercise under the package, by id."""
     root = importlib.import_module(package)
     catalog: dict[str, Exercise] = {}

@@ -10,7 +10,7 @@ import nbformat
 import pytest
 import torch
 
-from exercises.mha_parity import suite
+from grader.exercises.mha_parity import suite
 from tests.helpers import (
     SCAFFOLDS,
     SOLUTIONS,

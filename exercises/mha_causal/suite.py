@@ -12,9 +12,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from exercises import _attention as att
-from exercises.mha_causal import support as s
-from exercises.mha_causal.support import CTX, D_IN, D_OUT, F32, F64, HD, QKV, SPLIT, B, H, T
+from grader.exercises import _attention as att
+from grader.exercises.mha_causal import support as s
+from grader.exercises.mha_causal.support import CTX, D_IN, D_OUT, F32, F64, HD, QKV, SPLIT, B, H, T
 from grader import checks
 from grader.checks import Failed
 from grader.exercise import Exercise

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from exercises import _attention as att
+from grader.exercises import _attention as att
 from grader import checks
 from grader.checks import Failed
 

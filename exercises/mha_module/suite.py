@@ -13,8 +13,8 @@ import math
 
 import torch
 
-from exercises import _attention as att
-from exercises.mha_module.support import (
+from grader.exercises import _attention as att
+from grader.exercises.mha_module.support import (
     DK,
     F32,
     F64,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from exercises import _attention as att
+from grader.exercises import _attention as att
 from grader import checks
 from grader.checks import Failed
 from grader.remote import Kernel, Remote

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from exercises import _attention as att
+from grader.exercises import _attention as att
 from grader import checks
 from grader.checks import Failed
 from grader.exercise import Exercise
