@@ -10,10 +10,13 @@ tensors, loaded with ``torch.load(weights_only=True)``; nothing the kernel print
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import shutil
+import stat
 import time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from queue import Empty
 from typing import Any, Literal
 
@@ -24,10 +27,14 @@ from nbclient.exceptions import DeadKernelError
 
 from grader import procs
 from grader.errors import KernelStartError
-from grader.launch import install_code, kernel_manager, scratch_root, start_options
+from grader.launch import guard_config, install_code, kernel_manager, scratch_root, start_options
+from grader.records import Finding, RecordReader
 
 GiB = 1024**3
 _TIMEOUT_NAME = "GraderCellTimeout"
+_MAX_ANSWER_BYTES = 1024**3
+_OPEN_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_OPEN_ANSWER = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 @dataclass(frozen=True)
@@ -124,9 +131,14 @@ class Session:
             deadline if deadline is not None else time.monotonic() + limits.total_timeout
         )
         self.cells: list[CellRun] = []
-        self.seen: set[str] = set()
         self.restarts = 0
         self._watch: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+        self._packages: tuple[str, ...] = ()
+        # The guard's record channel: the kernel holds the writing end, we read.
+        self._records, self._records_w = os.pipe()
+        os.set_blocking(self._records, False)
+        self._records_inode = os.fstat(self._records).st_ino
+        self._reader = RecordReader(sources)
         self._root = scratch_root()
         self.workdir = self._root / "work"
         self._io = self._root / "io"
@@ -148,17 +160,34 @@ class Session:
         return self
 
     def prepare(
-        self, watch_functions: tuple[str, ...] = (), watch_ops: tuple[str, ...] = ()
+        self,
+        watch_functions: tuple[str, ...] = (),
+        watch_ops: tuple[str, ...] = (),
+        packages: tuple[str, ...] = ("numpy", "einops"),
     ) -> None:
-        """Wait for the kernel, install the shim (recording calls of the watched torch
-        functions and aten ops), and run the notebook's cells.
+        """Wait for the kernel, install the guard and the shim (recording calls of the
+        watched torch functions and aten ops; the notebook may import the standard library,
+        torch and `packages`), and run the notebook's cells.
 
         Raises:
             KernelStartError: the kernel did not come up.
         """
         self._watch = (watch_functions, watch_ops)
+        self._packages = packages
         self._connect()
         self._run_cells()
+
+    @property
+    def seen(self) -> set[str]:
+        """Watched built-ins the guard saw called during hidden tests."""
+        self._read_records()
+        return self._reader.seen
+
+    @property
+    def findings(self) -> list[Finding]:
+        """Everything the guard reported, in order (see grader.records)."""
+        self._read_records()
+        return list(self._reader.findings)
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -176,33 +205,37 @@ class Session:
         import torch  # here, not at the top: the CLI launches the kernel before loading torch
 
         self._calls += 1
-        request_path = self._io / f"request-{self._calls}.pt"
-        answer_path = self._io / f"answer-{self._calls}.pt"
-        torch.save(request, request_path)
+        # Fresh unguessable names, created exclusively and never through a link: the kernel
+        # cannot have prepared them. The answer is read only if it is a regular file.
+        name = secrets.token_hex(8)
+        request_path = self._io / f"request-{name}.pt"
+        answer_path = self._io / f"answer-{name}.pt"
+        try:
+            self._io.mkdir(mode=0o700, exist_ok=True)
+            with os.fdopen(os.open(request_path, _OPEN_NEW, 0o600), "wb") as f:
+                torch.save(request, f)
+        except OSError as e:
+            raise NoAnswer(f"the grader's folder was tampered with ({e.strerror})") from None
         code = (
             f"{self._shim_ref}.serve({self._ns_ref}, {str(request_path)!r}, {str(answer_path)!r})"
         )
         limit = min(timeout or self.limits.call_timeout, max(1.0, self.deadline - time.monotonic()))
         run = self._quick(code, limit)
-        request_path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            request_path.unlink()
+        self._read_records()
         if run.status == "dead":
             self.restart()
             raise KernelCrashed()
         if run.status == "timeout":
             raise CallTimeout()
-        if not answer_path.exists():
-            raise NoAnswer(run.message or "no answer file")
         try:
-            answer = torch.load(answer_path, weights_only=True)
-        except Exception as e:  # a damaged or forged file is the candidate's doing
-            raise NoAnswer(f"unreadable answer ({type(e).__name__})") from None
+            answer = _read_answer(answer_path)
         finally:
-            answer_path.unlink(missing_ok=True)
-        if not isinstance(answer, dict):
-            raise NoAnswer("malformed answer")
-        seen = answer.get("seen", [])
-        if isinstance(seen, list):
-            self.seen.update(str(name) for name in seen)
+            with contextlib.suppress(OSError):
+                answer_path.unlink()
+        if answer is None:
+            raise NoAnswer(run.message or "no answer file")
         return answer
 
     def restart(self) -> None:
@@ -219,6 +252,7 @@ class Session:
     def _launch(self) -> None:
         tag = self._tag = secrets.token_hex(4)
         self._shim_ref = f"__import__('sys').modules['_grader_shim_{tag}']"
+        self._kernel_pids: set[int] = set()
         self._ns_ref = "globals()"
         manager = kernel_manager(self._root, tag, self.limits.memory_bytes, self.limits.sandbox)
         notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("")])
@@ -238,7 +272,9 @@ class Session:
         self._timeout: float = self.limits.cell_timeout
         self._client = client
         try:
-            client.start_new_kernel(**start_options(self._root, self.workdir, self._token))
+            client.start_new_kernel(
+                **start_options(self._root, self.workdir, self._token, self._records_w)
+            )
         except Exception as e:
             self._stop()
             raise KernelStartError(f"could not start the kernel: {_one_line(e)}") from None
@@ -253,6 +289,8 @@ class Session:
             raise KernelStartError(f"could not start the kernel: {_one_line(e)}") from None
         install = install_code(
             f"_grader_shim_{self._tag}",
+            self._records_w,
+            guard_config(self.workdir, [self._io], self._packages),
             *self._watch,
             self.limits.cell_output_bytes + 64,
             self.limits.total_output_bytes + 64,
@@ -279,6 +317,50 @@ class Session:
         """Kill the kernel and everything it started; remove the scratch space."""
         self._stop()
         shutil.rmtree(self._root, ignore_errors=True)
+        for fd in (self._records, self._records_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._records = self._records_w = -1
+
+    def _read_records(self) -> None:
+        """Take what the guard wrote; check that the kernel still holds the channel."""
+        if self._records < 0:
+            return
+        while True:
+            try:
+                data = os.read(self._records, 1 << 16)
+            except BlockingIOError:
+                break
+            if not data:
+                break
+            self._reader.feed(data)
+        self._check_channel()
+
+    def _check_channel(self) -> None:
+        """The kernel's end of the record channel must still be the pipe we gave it: a
+        kernel that redirects it (os.dup2, os.close) is tampering with the grader. Read
+        from /proc, outside the kernel's reach."""
+        client = self._client
+        if client is None or not self._reader.pids:
+            return
+        pid = self._kernel_host_pid(client)
+        if pid is None:
+            return
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{self._records_w}")
+        except OSError:
+            link = ""
+        if link != f"pipe:[{self._records_inode}]" and procs.alive(pid):
+            self._reader.add(Finding("tamper", "the kernel redirected the grader's record channel"))
+
+    def _kernel_host_pid(self, client: NotebookClient) -> int | None:
+        """The kernel's process id as this process sees it (a sandbox has its own PID
+        namespace: the guard reports the id inside it)."""
+        launched = _kernel_pid(client)
+        if launched is None:
+            return None
+        reported = self._reader.pids[-1]
+        return procs.host_pid(reported, {launched} | procs.descendants(launched))
 
     # -- running code -----------------------------------------------------------------
 
@@ -308,9 +390,7 @@ class Session:
         if not isinstance(cut, dict):
             return
         self.cells = [
-            replace(
-                c, output_cut=c.output_cut + int(cut.get(self._cell_ids.get(c.index, ""), 0) or 0)
-            )
+            replace(c, output_cut=c.output_cut + _count(cut.get(self._cell_ids.get(c.index, ""))))
             for c in self.cells
         ]
 
@@ -453,6 +533,40 @@ def _cell_run(index: int, run: _Run, limit: float) -> CellRun:
     if message.startswith("MemoryError") or "can't allocate memory" in message:
         message = f"memory limit exceeded ({message})"
     return CellRun(index, run.status, message, output, run.cut)  # type: ignore[arg-type]
+
+
+def _count(value: object) -> int:
+    """A count the kernel sent (the candidate may have forged it): a non-negative int or 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _read_answer(path: Path) -> dict[str, Any] | None:
+    """The shim's answer file, or None. Never follows a link, never blocks on a FIFO, never
+    reads more than a bound, never unpickles.
+
+    Raises:
+        NoAnswer: the file is there but is not a readable answer.
+    """
+    import torch
+
+    try:
+        fd = os.open(path, _OPEN_ANSWER)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise NoAnswer(f"unreadable answer ({e.strerror})") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_ANSWER_BYTES:
+            raise NoAnswer("the answer is not a regular file of a sane size")
+        os.set_blocking(fd, True)
+        try:
+            answer = torch.load(f, weights_only=True)
+        except Exception as e:  # a damaged or forged file is the candidate's doing
+            raise NoAnswer(f"unreadable answer ({type(e).__name__})") from None
+    if not isinstance(answer, dict):
+        raise NoAnswer("malformed answer")
+    return answer
 
 
 def _kernel_pid(client: NotebookClient) -> int | None:

@@ -3,6 +3,7 @@ kernelspec, its environment, its private folder, and the code that installs the 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -15,7 +16,11 @@ from jupyter_client.manager import AsyncKernelManager
 
 from grader import procs, sandbox
 
-SHIM_SOURCE = (Path(__file__).parent / "shim.py").read_text()
+_HERE = Path(__file__).parent
+# The kernel-side code: the guard first (the shim's install calls it), then the shim.
+SHIM_SOURCE = (_HERE / "guard.py").read_text() + "\n\n" + (_HERE / "shim.py").read_text()
+# Always importable by candidates besides the standard library and the declared packages.
+RUNTIME_PACKAGES = ("torch", "IPython", "ipykernel")
 # Sets the address-space limit, then becomes the kernel (argv: limit, "--", command...).
 _LIMIT_MEMORY = (
     "import os, resource, sys; n = int(sys.argv[1]); "
@@ -68,15 +73,18 @@ def kernel_manager(
     return manager
 
 
-def start_options(root: Path, workdir: Path, token: str) -> dict[str, Any]:
-    """Keyword arguments for starting the kernel process.
+def start_options(root: Path, workdir: Path, token: str, records_fd: int) -> dict[str, Any]:
+    """Keyword arguments for starting the kernel process; it inherits `records_fd`, the
+    writing end of the guard's record channel.
 
     Its own stdout/stderr are dropped: candidate output arrives through Jupyter, bounded,
-    or not at all (GRADER_DEBUG=1 sends them to the grader's stderr).
+    or not at all (GRADER_DEBUG=1 sends them to the grader's stderr). Its environment
+    keeps it from changing the grading environment: no user site, and `pip install`
+    goes to the scratch space.
     """
     debug = bool(os.environ.get("GRADER_DEBUG"))
     env = dict(os.environ)
-    for name in ("JPY_PARENT_PID", "JUPYTER_RUNTIME_DIR"):
+    for name in ("JPY_PARENT_PID", "JUPYTER_RUNTIME_DIR", "PYTHONPATH", "PYTHONSTARTUP"):
         env.pop(name, None)
     env.update(
         {
@@ -85,6 +93,10 @@ def start_options(root: Path, workdir: Path, token: str) -> dict[str, Any]:
             "IPYTHONDIR": str(root / "home" / ".ipython"),
             "MPLBACKEND": "Agg",
             "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONNOUSERSITE": "1",
+            "PIP_TARGET": str(root / "home" / "pip-target"),
+            "PIP_NO_INPUT": "1",
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
             "PYDEVD_DISABLE_FILE_VALIDATION": "1",
         }
     )
@@ -94,6 +106,43 @@ def start_options(root: Path, workdir: Path, token: str) -> dict[str, Any]:
         "stdin": subprocess.DEVNULL,
         "stdout": sys.stderr.fileno() if debug else subprocess.DEVNULL,
         "stderr": None if debug else subprocess.DEVNULL,
+        "pass_fds": (records_fd,),
+    }
+
+
+def grader_folders() -> list[Path]:
+    """The grader's own files: its package (suites and references included) and, when it
+    runs from a source tree, the tree's exercises/ and solutions/ folders."""
+    import grader
+
+    package = Path(grader.__file__).resolve().parent
+    folders = {package, (package / "exercises").resolve()}
+    tree = package.parent
+    if (tree / "pyproject.toml").is_file():
+        folders |= {tree / "exercises", tree / "solutions", tree / "tests"}
+    return sorted(f for f in folders if f.exists())
+
+
+def environment_folders() -> list[str]:
+    """Where the grading environment lives: written by nothing that runs in the kernel."""
+    import site
+
+    folders = {sys.prefix, sys.base_prefix, sys.exec_prefix, *site.getsitepackages()}
+    with contextlib.suppress(Exception):
+        folders.add(site.getusersitepackages())
+    return sorted(folders)
+
+
+def guard_config(workdir: Path, private: list[Path], packages: tuple[str, ...]) -> dict[str, Any]:
+    """What the kernel-side guard needs to know (see grader/guard.py)."""
+    import grader
+
+    return {
+        "workdir": str(workdir),
+        "hidden": [str(p) for p in (*grader_folders(), *private)],
+        "environment": environment_folders(),
+        "allowed_imports": [*RUNTIME_PACKAGES, *packages],
+        "blocked_imports": [grader.__name__],
     }
 
 
@@ -109,18 +158,22 @@ def scratch_root() -> Path:
 
 def install_code(
     module_name: str,
+    records_fd: int,
+    config: dict[str, Any],
     watch_functions: tuple[str, ...],
     watch_ops: tuple[str, ...],
     cell_output: int,
     total_output: int,
 ) -> str:
-    """One cell that loads the shim from source into a fresh module `module_name`."""
+    """One cell that loads the guard and the shim from source into a fresh module
+    `module_name` and installs them."""
     body = (
         "import sys, types\n"
         f"module = types.ModuleType({module_name!r})\n"
         "module.__file__ = '<grader-shim>'\n"
         f"exec(compile({SHIM_SOURCE!r}, '<grader-shim>', 'exec'), module.__dict__)\n"
-        f"module.install({list(watch_functions)!r}, {list(watch_ops)!r}, {cell_output}, {total_output})\n"
+        f"module.install({records_fd}, {config!r}, {list(watch_functions)!r}, "
+        f"{list(watch_ops)!r}, {cell_output}, {total_output})\n"
         "sys.modules[module.__name__] = module\n"
     )
     return f"exec(compile({body!r}, '<grader-install>', 'exec'), {{}})"

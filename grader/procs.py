@@ -80,6 +80,23 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
+def host_pid(inner_pid: int, pids: set[int]) -> int | None:
+    """Which of `pids` is the process that calls itself `inner_pid` in its own (innermost)
+    PID namespace: the same number outside a sandbox, another one inside it."""
+    for pid in sorted(pids):
+        try:
+            with open(f"/proc/{pid}/status", "rb") as f:
+                status = f.read()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith(b"NSpid:"):
+                if int(line.split()[-1]) == inner_pid:
+                    return pid
+                break
+    return None
+
+
 def tagged(token: str) -> set[int]:
     """Live processes whose environment carries this session's token."""
     needle = f"{TOKEN_VARIABLE}={token}".encode()

@@ -1,13 +1,13 @@
 """The runtime shim: the only grader code that runs inside the candidate's kernel.
 
-Its source is sent to the kernel as text (it is never imported there from the grader
-package, so files the candidate writes cannot shadow it). It reads one request file,
+Its source is sent to the kernel as text, after guard.py's (it is never imported there
+from the grader package, which the kernel may not touch). It reads one request file,
 calls candidate code, and writes one response file of plain data and tensors, which the
 grader loads with ``torch.load(weights_only=True)``. It decides nothing: every verdict is
 computed in the grader's own process.
 
-It also records calls of watched torch built-ins (through both a TorchFunctionMode and a
-TorchDispatchMode, so switching one off from candidate code does not hide the call).
+What it and the guard see of the attention built-ins goes to the grader through the
+guard's record channel, never through an answer.
 """
 
 import contextlib
@@ -22,20 +22,54 @@ from torch.utils._python_dispatch import TorchDispatchMode
 _save = torch.save
 _load = torch.load
 _objects = {}
-_seen = set()
 _cut = {}
-_watch_functions = frozenset()
-_watch_ops = ()
 _MAX_TEXT = 400
 
 
-def install(watch_functions, watch_ops, cell_output, total_output):
-    """Set which torch functions and aten ops to record, and cap what cells print."""
-    global _watch_functions, _watch_ops
-    _watch_functions = frozenset(watch_functions)
-    _watch_ops = tuple(watch_ops)
+def install(fd, config, watch_functions, watch_ops, cell_output, total_output):
+    """Install the guard (see guard.py: its source runs in this module first), the watch of
+    the listed torch functions and aten ops, the output caps, and `serve`."""
+    state, record, protected = install_guard(fd, config)  # noqa: F821 (from guard.py)
     _cap_output(cell_output, total_output)
     _disable_exit()
+    torch.backends.mha.set_fastpath_enabled(False)  # one path through nn.MultiheadAttention
+    modes = _modes(record, frozenset(watch_functions), tuple(watch_ops))
+
+    def serve(
+        ns,
+        request_path,
+        response_path,
+        _state=state,
+        _modes=modes,
+        _call=_call,
+        _load=_load,
+        _save=_save,
+    ):
+        """Answer one request file (written by the grader) with one response file. The
+        guard lets the shim itself read and write the grader's folder, nobody else."""
+        _state["busy"] = True
+        try:
+            request = _load(request_path, weights_only=True)
+        finally:
+            _state["busy"] = False
+        _state["active"] = True
+        try:
+            response = {"value": _encode(_call(request, ns, _modes))}
+        except KeyboardInterrupt:
+            raise
+        except BaseException as error:  # SystemExit from candidate code is an answer too
+            response = {"raised": _describe(error)}
+        finally:
+            _state["active"] = False
+        _state["busy"] = True
+        try:
+            _save(response, response_path)
+        finally:
+            _state["busy"] = False
+        sys.stdout.flush()
+
+    protected.append(serve)
+    globals()["serve"] = serve
 
 
 def _disable_exit():
@@ -80,25 +114,30 @@ def _cap_output(cell_budget, total_budget):
         stream.__class__ = Capped
 
 
-class _SeeFunctions(TorchFunctionMode):
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        name = getattr(func, "__name__", "")
-        if name in _watch_functions:
-            _seen.add(name)
-        return func(*args, **(kwargs or {}))
+def _modes(record, watch_functions, watch_ops):
+    """A TorchFunctionMode and a TorchDispatchMode that record watched calls made on the
+    thread that runs a hidden test (they name the low-level ops the guard does not watch)."""
 
+    class SeeFunctions(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None, _record=record):
+            name = getattr(func, "__name__", "")
+            if name in watch_functions:
+                _record("builtin", name)
+            return func(*args, **(kwargs or {}))
 
-class _SeeOps(TorchDispatchMode):
-    @classmethod
-    def _should_skip_dynamo(cls):
-        return False  # otherwise the first use imports torch._dynamo: two seconds per grading
+    class SeeOps(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls):
+            return False  # otherwise the first use imports torch._dynamo: two seconds per grading
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = str(func)
-        for op in _watch_ops:
-            if op in name:
-                _seen.add(name.rsplit(".", 1)[0])
-        return func(*args, **(kwargs or {}))
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None, _record=record):
+            name = str(func)
+            for op in watch_ops:
+                if op in name:
+                    _record("builtin", name.rsplit(".", 1)[0])
+            return func(*args, **(kwargs or {}))
+
+    return SeeFunctions, SeeOps
 
 
 class _Undefined(NameError):
@@ -199,7 +238,7 @@ def _modules(target):
     return [[name, _type_name(module)] for name, module in target.named_modules()]
 
 
-def _call(request, ns):
+def _call(request, ns, modes):
     if request["op"] == "output_cut":
         return dict(_cut)
     target = _decode(request["target"], ns)
@@ -212,12 +251,12 @@ def _call(request, ns):
     if request.get("seed") is not None:
         torch.manual_seed(request["seed"])
     if request["op"] == "grad":
-        return _grad(target, args, kwargs, request, ns)
-    with _SeeFunctions(), _SeeOps():
+        return _grad(target, args, kwargs, request, ns, modes)
+    with modes[0](), modes[1]():
         return target(*args, **kwargs)
 
 
-def _grad(target, args, kwargs, request, ns):
+def _grad(target, args, kwargs, request, ns, modes):
     """Backpropagate sum(output * cotangent); return the gradients of inputs and parameters."""
     args = list(args)
     for index in request["wrt"]:
@@ -225,7 +264,7 @@ def _grad(target, args, kwargs, request, ns):
     owner = _decode(request["params_of"], ns) if request.get("params_of") else None
     if owner is not None:
         owner.zero_grad(set_to_none=True)
-    with _SeeFunctions(), _SeeOps():
+    with modes[0](), modes[1]():
         output = target(*args, **kwargs)
         picked = output
         for index in request.get("output_path", []):
@@ -239,17 +278,3 @@ def _grad(target, args, kwargs, request, ns):
     if owner is not None:
         params = {name: p.grad for name, p in owner.named_parameters()}
     return {"inputs": [args[i].grad for i in request["wrt"]], "params": params}
-
-
-def serve(ns, request_path, response_path):
-    """Answer one request file (written by the grader) with one response file."""
-    request = _load(request_path, weights_only=True)
-    try:
-        response = {"value": _encode(_call(request, ns))}
-    except KeyboardInterrupt:
-        raise
-    except BaseException as error:  # SystemExit from candidate code is an answer too
-        response = {"raised": _describe(error)}
-    response["seen"] = sorted(_seen)
-    _save(response, response_path)
-    sys.stdout.flush()

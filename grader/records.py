@@ -1,0 +1,98 @@
+"""What the kernel-side guard reported: integrity findings and built-ins seen.
+
+The guard (grader/guard.py) writes one JSON line per sighting to a pipe whose reading end
+is here. This module turns those lines into `Finding`s, naming the notebook cell and line
+where they happened. Pure: tested without a kernel.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Literal
+
+Kind = Literal["hidden", "builtin", "machinery", "environment", "tamper"]
+KINDS: tuple[str, ...] = ("hidden", "builtin", "machinery", "environment", "tamper")
+# Findings that void the grading: the candidate reached for the grader itself.
+VOIDING: tuple[str, ...] = ("hidden", "tamper")
+_MAX_LINE = 4096
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing the guard saw. `cell` counts all cells from 1 (None: not in a cell)."""
+
+    kind: Kind
+    message: str
+    cell: int | None = None
+    line: int | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"kind": self.kind, "message": self.message, "cell": self.cell, "line": self.line}
+
+    def where(self) -> str:
+        """'cell 3, line 7: ' or ''."""
+        if self.cell is None:
+            return ""
+        return f"cell {self.cell}, line {self.line}: " if self.line else f"cell {self.cell}: "
+
+
+def cell_file_names(cells: list[tuple[int, str]]) -> dict[str, int]:
+    """The file name IPython's kernel gives each cell's code (a hash of its source), mapped
+    to the cell's number among all cells (from 1)."""
+    from ipykernel.compiler import get_tmp_hash_seed, murmur2_x86
+
+    seed = get_tmp_hash_seed()
+    return {f"{murmur2_x86(source, seed)}.py": index + 1 for index, source in cells}
+
+
+class RecordReader:
+    """Accumulates the guard's lines (which may arrive split) into findings."""
+
+    def __init__(self, cells: list[tuple[int, str]]) -> None:
+        self._names = cell_file_names(cells)
+        self._partial = b""
+        self.findings: list[Finding] = []
+        self.pids: list[int] = []
+
+    def feed(self, data: bytes) -> None:
+        """Take bytes read from the pipe."""
+        lines = (self._partial + data).split(b"\n")
+        self._partial = lines.pop()
+        if len(self._partial) > _MAX_LINE:
+            self._partial = b""
+            self.add(Finding("tamper", "unreadable data on the grader's record channel"))
+        for raw in lines:
+            self._line(raw)
+
+    def _line(self, raw: bytes) -> None:
+        try:
+            record = json.loads(raw)
+            kind, message = record["k"], str(record["m"])
+        except (ValueError, KeyError, TypeError):
+            self.add(Finding("tamper", "unreadable data on the grader's record channel"))
+            return
+        if kind == "pid":
+            if message.isdigit():
+                self.pids.append(int(message))
+            return
+        if kind not in KINDS:
+            self.add(Finding("tamper", "unreadable data on the grader's record channel"))
+            return
+        file, line = str(record.get("f") or ""), record.get("l")
+        cell = self._names.get(file.rsplit("/", 1)[-1]) if file else None
+        if file and cell is None:
+            message = f"{message} (in {file.rsplit('/', 1)[-1]})"
+        self.add(
+            Finding(kind, message, cell, int(line) if cell and isinstance(line, int) else None)
+        )
+
+    def add(self, finding: Finding) -> None:
+        """Record a finding once."""
+        if finding not in self.findings:
+            self.findings.append(finding)
+
+    @property
+    def seen(self) -> set[str]:
+        """Names of the built-ins the guard saw called during hidden tests."""
+        return {f.message for f in self.findings if f.kind == "builtin"}
