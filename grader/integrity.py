@@ -93,25 +93,32 @@ def require_clean_source(sources: list[str], forbidden: tuple[str, ...]) -> None
 
 
 def require_nothing_seen(seen: set[str]) -> None:
-    """A check's verdict: no watched built-in was called at run time.
+    """A check's verdict: the guard saw no watched built-in called during the hidden tests,
+    and none of the machinery an evasion needs (see `Kernel.seen`).
 
     Raises:
-        Failed: naming every call seen.
+        Failed: naming everything seen.
     """
     if seen:
-        raise Failed(f"called {', '.join(sorted(seen))} during the hidden tests")
+        raise Failed(f"the grader's watch saw: {'; '.join(sorted(seen))}")
+
+
+# Torch's own attention modules, by where their type is defined.
+BUILTIN_MODULES = frozenset({"torch.nn.modules.activation.MultiheadAttention"})
 
 
 def require_no_builtin_module(modules: list[tuple[str, str]], owner: str) -> None:
-    """A check's verdict: no nn.MultiheadAttention among a module's (name, type) pairs.
+    """A check's verdict: no submodule is (or derives from) torch's nn.MultiheadAttention.
+    Judged by where the type comes from, not by its name: the notebook's own class called
+    MultiheadAttention is fine.
 
     Raises:
         Failed: naming the submodule.
     """
     inside = [
-        name or "(the module itself)"
-        for name, kind in modules
-        if kind.endswith("MultiheadAttention")
+        entry[0] or "(the module itself)"
+        for entry in modules
+        if BUILTIN_MODULES & set(getattr(entry, "bases", (entry[1],)))
     ]
     if inside:
         raise Failed(f"{owner} holds an nn.MultiheadAttention: {inside[0]}")

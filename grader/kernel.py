@@ -139,6 +139,7 @@ class Session:
         os.set_blocking(self._records, False)
         self._records_inode = os.fstat(self._records).st_ino
         self._reader = RecordReader(sources)
+        self._host_pids: dict[tuple[int, int], int | None] = {}
         self._root = scratch_root()
         self.workdir = self._root / "work"
         self._io = self._root / "io"
@@ -359,8 +360,11 @@ class Session:
         launched = _kernel_pid(client)
         if launched is None:
             return None
-        reported = self._reader.pids[-1]
-        return procs.host_pid(reported, {launched} | procs.descendants(launched))
+        key = (launched, self._reader.pids[-1])
+        if key not in self._host_pids:
+            inside = {launched} | procs.descendants(launched)
+            self._host_pids[key] = procs.host_pid(key[1], inside)
+        return self._host_pids[key]
 
     # -- running code -----------------------------------------------------------------
 

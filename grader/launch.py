@@ -61,7 +61,9 @@ def kernel_manager(
     if sandboxed:
         # The grader is invisible from the sandbox's PID namespace: --die-with-parent ends
         # the kernel with the grader, instead of ipykernel's parent poller.
-        argv = sandbox.wrap([*argv, "--IPKernelApp.parent_handle=0"], writable=[root])
+        argv = sandbox.wrap(
+            [*argv, "--IPKernelApp.parent_handle=0"], writable=[root], hidden=grader_folders()
+        )
         interrupt_mode = "message"
     manager = AsyncKernelManager(
         kernel_spec_manager=_Specs(argv, interrupt_mode),
@@ -111,12 +113,17 @@ def start_options(root: Path, workdir: Path, token: str, records_fd: int) -> dic
 
 
 def grader_folders() -> list[Path]:
-    """The grader's own files: its package (suites and references included) and, when it
-    runs from a source tree, the tree's exercises/ and solutions/ folders."""
+    """The grader's own files: its package (suites and references included), every other
+    installed copy of it on the path, and, when it runs from a source tree, the tree's
+    exercises/, solutions/ and tests/ folders."""
     import grader
 
     package = Path(grader.__file__).resolve().parent
     folders = {package, (package / "exercises").resolve()}
+    for entry in sys.path:
+        copy = Path(entry or ".").resolve() / package.name
+        if (copy / "shim.py").is_file():
+            folders |= {copy, (copy / "exercises").resolve()}
     tree = package.parent
     if (tree / "pyproject.toml").is_file():
         folders |= {tree / "exercises", tree / "solutions", tree / "tests"}

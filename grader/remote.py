@@ -24,6 +24,18 @@ class Foreign:
     text: str = ""
 
 
+class ModuleEntry(tuple):
+    """A submodule as the pair (name, type), with `bases`: the qualified names of every type
+    its class derives from (its own first)."""
+
+    bases: tuple[str, ...]
+
+    def __new__(cls, name: str, kind: str, bases: tuple[str, ...] = ()) -> ModuleEntry:
+        entry = super().__new__(cls, (name, kind))
+        entry.bases = bases or (kind,)
+        return entry
+
+
 class CandidateRaised(Exception):
     """Candidate code raised while the suite called it."""
 
@@ -67,8 +79,11 @@ class Kernel:
 
     @property
     def seen(self) -> set[str]:
-        """Watched torch built-ins the candidate's code has called so far."""
-        return set(self.session.seen)
+        """Watched torch built-ins the candidate's code has called during hidden tests so
+        far, and the machinery an evasion needs that the guard saw (threads started during
+        a test, gc walks, ctypes, tracing)."""
+        machinery = {f.message for f in self.session.findings if f.kind == "machinery"}
+        return set(self.session.seen) | machinery
 
     def get(self, name: str) -> Remote:
         """A top-level name from the candidate's notebook (class, function, value)."""
@@ -128,10 +143,16 @@ class Kernel:
         }
         return self._answer(request, f"{remote.label}.forward (backward pass)")
 
-    def modules(self, remote: Remote) -> list[tuple[str, str]]:
-        """(name, type) of every submodule of a candidate nn.Module."""
+    def modules(self, remote: Remote) -> list[ModuleEntry]:
+        """(name, type) of every submodule of a candidate nn.Module; each entry's `bases`
+        names the types it derives from."""
         request = {"op": "modules", "target": remote.target}
-        return [tuple(pair) for pair in self._answer(request, remote.label)]
+        entries = []
+        for item in self._answer(request, remote.label):
+            name, kind = str(item[0]), str(item[1])
+            bases = item[2] if len(item) > 2 and isinstance(item[2], list) else [kind]
+            entries.append(ModuleEntry(name, kind, tuple(str(b) for b in bases)))
+        return entries
 
     def _answer(self, request: dict[str, Any], label: str) -> Any:
         answer = self.session.call(request)

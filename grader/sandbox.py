@@ -1,7 +1,8 @@
 """`--sandbox`: run the kernel under bubblewrap.
 
 Inside: no network, a read-only view of the system, a private /tmp, empty home folders
-(the interviewer's files are not there to read), its own PID namespace (so it can neither
+(the interviewer's files are not there to read), empty folders where the grader's own
+package, suites, references and solutions are, its own PID namespace (so it can neither
 see nor signal the grader), and one writable folder, the session's scratch space. The
 kernel talks to the grader over Unix sockets in that folder.
 """
@@ -24,8 +25,9 @@ def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
 
-def wrap(argv: list[str], writable: list[Path]) -> list[str]:
-    """Prefix a kernel command so that it runs inside the sandbox.
+def wrap(argv: list[str], writable: list[Path], hidden: list[Path] = ()) -> list[str]:  # type: ignore[assignment]
+    """Prefix a kernel command so that it runs inside the sandbox, where the `hidden`
+    folders (the grader's suites, references and solutions) are empty.
 
     Raises:
         KernelStartError: bubblewrap is not installed.
@@ -48,6 +50,9 @@ def wrap(argv: list[str], writable: list[Path]) -> list[str]:
         command += ["--tmpfs", folder]
     for folder in _interpreter_folders_under(_private()):
         command += ["--ro-bind", folder, folder]
+    outermost = [str(f) for f in hidden if not any(_under(str(f), str(o)) for o in hidden if o != f)]
+    for folder in outermost:
+        command += ["--tmpfs", folder, "--remount-ro", folder]
     for folder in writable:
         command += ["--bind", str(folder), str(folder)]
     return command + argv

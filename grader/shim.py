@@ -235,7 +235,15 @@ def _describe(error):
 
 
 def _modules(target):
-    return [[name, _type_name(module)] for name, module in target.named_modules()]
+    """(name, type, the types it derives from) of every submodule."""
+    return [
+        [name, _type_name(module), [_type_name_of(k) for k in type(module).__mro__]]
+        for name, module in target.named_modules()
+    ]
+
+
+def _type_name_of(kind):
+    return f"{kind.__module__}.{kind.__qualname__}"
 
 
 def _call(request, ns, modes):
