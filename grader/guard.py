@@ -68,7 +68,7 @@ def install_guard(fd, config):
     record = _make_recorder(fd, get_tmp_directory() + os.sep, workdir)
     state = {"active": False, "busy": False}
     protected = []
-    _watch_torch(torch, record, state, protected)
+    _watch_torch(torch, record, state, protected, workdir)
     _watch_threads(record, state, protected)
     hook = _make_hook(record, state, protected, config, workdir)
     sys.addaudithook(hook)
@@ -76,7 +76,7 @@ def install_guard(fd, config):
     return state, record, protected
 
 
-def _watch_torch(torch, record, state, protected):
+def _watch_torch(torch, record, state, protected, workdir):
     """Record calls of the attention built-ins from any thread, during hidden tests."""
     import warnings
 
@@ -111,6 +111,26 @@ def _watch_torch(torch, record, state, protected):
         (torch.nn.MultiheadAttention, "forward", "MultiheadAttention.forward"),
     ):
         protected.append(_instrument(getattr(owner, name), label, record, state))
+    # Registering kernels is how code would replace the dispatcher-level watch.
+    machinery = _candidate_calls(
+        "machinery", "torch.library: registers operator kernels", record, workdir
+    )
+    protected.append(_instrument(torch.library.Library.__init__, "", record, machinery))
+
+
+def _candidate_calls(kind, message, record, workdir):
+    """A stand-in for the `state` of `_instrument` that records when the notebook's own
+    code is the caller, whether or not a hidden test is running."""
+
+    class Caller(dict):
+        def __getitem__(self, key, _getframe=sys._getframe, _record=record, _workdir=workdir):
+            frame = _getframe(3)  # past this, the recording call and the replaced code
+            name = frame.f_code.co_filename if frame is not None else ""
+            if "/ipykernel_" in name or name.startswith(_workdir):
+                _record(kind, message)
+            return False
+
+    return Caller()
 
 
 def _instrument(function, label, record, state):
@@ -164,6 +184,11 @@ def _watch_threads(record, state, protected):
     protected.append(start)
 
 
+# Reading frames is how code reaches the grader's locals up the stack.
+_FRAME_HELPERS = ("/inspect.py",)
+_FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_code"})
+
+
 def _under(path, folders):
     return any(path == f or path.startswith(f + os.sep) for f in folders)
 
@@ -180,6 +205,7 @@ def _make_hook(record, state, protected, config, workdir):
             "os.mkdir", "os.symlink", "os.truncate", "shutil.rmtree", "shutil.copytree",
             "glob.glob", "os.walk", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
             "object.__getattr__", "object.__setattr__", "sys.settrace", "sys.setprofile",
+            "sys._getframe",
             "sys._current_frames", "sys.addaudithook", "ctypes.dlopen", "ctypes.dlsym",
             "ctypes.cdata", "ctypes.addressof", "ctypes.string_at", "subprocess.Popen",
             "os.system", "os.posix_spawn", "os.exec", "os.fork", "os.forkpty", "pty.spawn",
@@ -229,6 +255,19 @@ def _make_hook(record, state, protected, config, workdir):
         name = frame.f_code.co_filename
         return name.startswith(_workdir) or "/ipykernel_" in name
 
+    def candidate_reads_frames(_getframe=sys._getframe, _workdir=workdir, _helpers=_FRAME_HELPERS):
+        """Whether the code that triggered the event is the notebook's, directly or
+        through the standard library's frame helpers (inspect.currentframe, stack)."""
+        frame = _getframe(3)
+        if frame is not None and frame.f_code.co_filename.endswith(_helpers):
+            frame = frame.f_back
+            while frame is not None and frame.f_code.co_filename.endswith(_helpers):
+                frame = frame.f_back
+        if frame is None:
+            return False
+        name = frame.f_code.co_filename
+        return name.startswith(_workdir) or "/ipykernel_" in name
+
     def hook(event, args, _watched=watched, _state=state, _protected=protected):
         if event not in _watched or _state["busy"]:
             return
@@ -239,7 +278,13 @@ def _make_hook(record, state, protected, config, workdir):
             _state["busy"] = False
 
     def _check(
-        event, args, protected_functions, _state=state, _record=record, _local=_local_module
+        event,
+        args,
+        protected_functions,
+        _state=state,
+        _record=record,
+        _local=_local_module,
+        _frames=_FRAME_ATTRIBUTES,
     ):
         if event == "import":
             name = str(args[0])
@@ -269,6 +314,11 @@ def _make_hook(record, state, protected, config, workdir):
         elif event in ("object.__getattr__", "object.__setattr__"):
             if args and any(args[0] is f for f in protected_functions):
                 refuse("machinery", f"{event.split('.')[1]} {args[1]} of the grader's watch")
+            if len(args) > 1 and args[1] in _frames and candidate_reads_frames():
+                _record("machinery", f"reads {args[1]}: interpreter frames reach the grader")
+        elif event == "sys._getframe":
+            if candidate_reads_frames():
+                _record("machinery", "reads interpreter frames (sys._getframe, inspect)")
         elif event in ("sys.settrace", "sys.setprofile", "sys._current_frames", "sys.addaudithook"):
             _record("machinery", f"{event}()")
         elif event.startswith("ctypes."):
