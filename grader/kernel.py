@@ -27,7 +27,15 @@ from nbclient.exceptions import DeadKernelError
 
 from grader import procs
 from grader.errors import KernelStartError
-from grader.launch import guard_config, install_code, kernel_manager, scratch_root, start_options
+from grader.launch import (
+    environment_changes,
+    environment_snapshot,
+    guard_config,
+    install_code,
+    kernel_manager,
+    scratch_root,
+    start_options,
+)
 from grader.records import Finding, RecordReader
 
 GiB = 1024**3
@@ -140,6 +148,7 @@ class Session:
         self._records_inode = os.fstat(self._records).st_ino
         self._reader = RecordReader(sources)
         self._host_pids: dict[tuple[int, int], int | None] = {}
+        self._environment = environment_snapshot()
         self._root = scratch_root()
         self.workdir = self._root / "work"
         self._io = self._root / "io"
@@ -315,9 +324,13 @@ class Session:
         procs.kill_all(doomed | procs.tagged(self._token))
 
     def close(self) -> None:
-        """Kill the kernel and everything it started; remove the scratch space."""
+        """Kill the kernel and everything it started; remove the scratch space; say if the
+        grading environment changed meanwhile."""
         self._stop()
         shutil.rmtree(self._root, ignore_errors=True)
+        changed = environment_changes(self._environment, environment_snapshot())
+        if changed and self._records >= 0:
+            self._reader.add(Finding("environment", f"the grading environment changed: {changed}"))
         for fd in (self._records, self._records_w):
             with contextlib.suppress(OSError):
                 os.close(fd)

@@ -4,6 +4,7 @@ kernelspec, its environment, its private folder, and the code that installs the 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -21,10 +22,15 @@ _HERE = Path(__file__).parent
 SHIM_SOURCE = (_HERE / "guard.py").read_text() + "\n\n" + (_HERE / "shim.py").read_text()
 # Always importable by candidates besides the standard library and the declared packages.
 RUNTIME_PACKAGES = ("torch", "IPython", "ipykernel")
-# Sets the address-space limit, then becomes the kernel (argv: limit, "--", command...).
-_LIMIT_MEMORY = (
-    "import os, resource, sys; n = int(sys.argv[1]); "
-    "resource.setrlimit(resource.RLIMIT_AS, (n, n)); os.execv(sys.argv[3], sys.argv[3:])"
+# Runs in an isolated interpreter without site processing (`-I -S -B`): sets the
+# address-space limit, puts exactly the grading environment on the path, and runs the
+# kernel (argv: limit, path as JSON, "--", kernel arguments...). So no .pth file,
+# sitecustomize, user site or PYTHON* variable a notebook may have planted takes effect.
+_LAUNCH = (
+    "import json, resource, runpy, sys; n = int(sys.argv[1])\n"
+    "if n: resource.setrlimit(resource.RLIMIT_AS, (n, n))\n"
+    "sys.path[:] = json.loads(sys.argv[2]); sys.argv = ['ipykernel_launcher', *sys.argv[4:]]\n"
+    "runpy.run_module('ipykernel_launcher', run_name='__main__', alter_sys=True)"
 )
 
 
@@ -50,13 +56,13 @@ def kernel_manager(
         KernelStartError: `sandboxed` and bubblewrap is missing.
     """
     argv = [
-        sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
+        sys.executable, "-I", "-S", "-B", "-c", _LAUNCH,
+        str(memory_bytes or 0), json.dumps(kernel_path()), "--",
+        "-f", "{connection_file}",
         # Load torch while the kernel boots, in parallel with the grader's own start-up;
         # the name is deleted, so the candidate's namespace starts empty as usual.
         "--IPKernelApp.exec_lines=import torch as _grader_warm_up; del _grader_warm_up",
     ]  # fmt: skip
-    if memory_bytes:
-        argv = [sys.executable, "-I", "-c", _LIMIT_MEMORY, str(memory_bytes), "--", *argv]
     interrupt_mode = "signal"
     if sandboxed:
         # The grader is invisible from the sandbox's PID namespace: --die-with-parent ends
@@ -112,6 +118,18 @@ def start_options(root: Path, workdir: Path, token: str, records_fd: int) -> dic
     }
 
 
+def kernel_path() -> list[str]:
+    """The kernel's import path: the grader's own, limited to the interpreter's folders
+    (standard library and site-packages), so that paths a .pth file added are not on it."""
+    prefixes = tuple({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+    path = []
+    for entry in sys.path:
+        real = os.path.realpath(entry) if entry else ""
+        if real and any(real == p or real.startswith(p + os.sep) for p in prefixes):
+            path.append(entry)
+    return list(dict.fromkeys(path))
+
+
 def grader_folders() -> list[Path]:
     """The grader's own files: its package (suites and references included), every other
     installed copy of it on the path, and, when it runs from a source tree, the tree's
@@ -138,6 +156,37 @@ def environment_folders() -> list[str]:
     with contextlib.suppress(Exception):
         folders.add(site.getusersitepackages())
     return sorted(folders)
+
+
+def environment_snapshot() -> dict[str, int]:
+    """The entries of the site-packages folders, with their modification times: what a
+    `pip install` or a planted .pth file changes."""
+    import site
+
+    snapshot = {}
+    for folder in site.getsitepackages():
+        with contextlib.suppress(OSError), os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.name == "__pycache__":  # the grader's own imports write there
+                    continue
+                with contextlib.suppress(OSError):
+                    snapshot[entry.path] = entry.stat(follow_symlinks=False).st_mtime_ns
+    return snapshot
+
+
+def environment_changes(before: dict[str, int], after: dict[str, int]) -> str:
+    """'added a, b; changed c' (names only), or '' when nothing changed."""
+    added = sorted(os.path.basename(p) for p in after.keys() - before.keys())
+    removed = sorted(os.path.basename(p) for p in before.keys() - after.keys())
+    changed = sorted(
+        os.path.basename(p) for p in after.keys() & before.keys() if after[p] != before[p]
+    )
+    parts = [
+        f"{verb} {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}"
+        for verb, names in (("added", added), ("removed", removed), ("changed", changed))
+        if names
+    ]
+    return "; ".join(parts)
 
 
 def guard_config(workdir: Path, private: list[Path], packages: tuple[str, ...]) -> dict[str, Any]:
