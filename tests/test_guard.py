@@ -1,0 +1,215 @@
+"""The kernel-side guard: what it records, what it refuses, and what the grader makes of it.
+
+The record format and the environment checks are tested without a kernel; the guard itself
+only in real kernels, through `Session` (a notebook's cells, then one hidden call).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader.exercise import ATTENTION_FUNCTIONS, ATTENTION_OPS
+from grader.kernel import Limits, Session
+from grader.launch import environment_changes, grader_folders, kernel_path
+from grader.records import Finding, RecordReader, cell_file_names
+from grader.remote import Kernel
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def line(kind: str, message: str, file: str = "", lineno: int = 0) -> bytes:
+    return (json.dumps({"k": kind, "m": message, "f": file, "l": lineno}) + "\n").encode()
+
+
+# -- records, without a kernel ------------------------------------------------------------
+
+
+def test_records_name_the_cell_and_line_among_all_cells():
+    cells = [(0, "import torch"), (2, "def f():\n    return 1")]
+    name = next(n for n, number in cell_file_names(cells).items() if number == 3)
+    reader = RecordReader(cells)
+    reader.feed(line("builtin", "scaled_dot_product_attention", f"/tmp/ipykernel_9/{name}", 2))
+    assert reader.findings == [Finding("builtin", "scaled_dot_product_attention", 3, 2)]
+    assert reader.seen == {"scaled_dot_product_attention"}
+
+
+def test_records_split_across_reads_are_joined():
+    reader = RecordReader([])
+    data = line("machinery", "gc.get_objects() walks the interpreter's objects")
+    reader.feed(data[:7])
+    assert reader.findings == []
+    reader.feed(data[7:])
+    assert [f.kind for f in reader.findings] == ["machinery"]
+
+
+def test_forged_or_garbled_records_are_tampering():
+    reader = RecordReader([])
+    reader.feed(b"not json\n" + line("made-up-kind", "x") + b"x" * 5000)
+    assert {f.kind for f in reader.findings} == {"tamper"}
+
+
+def test_pid_records_are_not_findings():
+    reader = RecordReader([])
+    reader.feed(line("pid", "42") + line("pid", "oops"))
+    assert reader.pids == [42] and reader.findings == []
+
+
+def test_a_record_from_a_file_the_notebook_wrote_names_the_file():
+    reader = RecordReader([(0, "x = 1")])
+    reader.feed(line("builtin", "multi_head_attention_forward", "/tmp/g/work/helper.py", 3))
+    [finding] = reader.findings
+    assert finding.cell is None and "helper.py" in finding.message
+
+
+def test_environment_changes_are_named():
+    before = {"/sp/torch": 1, "/sp/numpy": 1}
+    after = {"/sp/torch": 2, "/sp/numpy": 1, "/sp/evil.pth": 1}
+    assert environment_changes(before, after) == "added evil.pth; changed torch"
+    assert environment_changes(before, before) == ""
+
+
+def test_kernel_path_holds_only_the_interpreters_folders(monkeypatch):
+    monkeypatch.setattr(sys, "path", [*sys.path, "/somewhere/a/pth/file/added"])
+    path = kernel_path()
+    assert "/somewhere/a/pth/file/added" not in path
+    assert any(p.endswith("site-packages") for p in path)
+
+
+def test_grader_folders_cover_the_package_suites_and_solutions():
+    folders = {str(f) for f in grader_folders()}
+    assert str(ROOT / "grader") in folders
+    assert str(ROOT / "exercises") in folders
+    assert str(ROOT / "solutions") in folders
+
+
+# -- the guard in a real kernel ----------------------------------------------------------
+
+
+def run(*cells: str, sandbox: bool = False, call: str | None = None) -> tuple[Session, object]:
+    """Run the cells in a fresh kernel, then call the notebook's function `call`."""
+    sources = list(enumerate(cells))
+    with Session(sources, Limits(cell_timeout=20, call_timeout=20, sandbox=sandbox)) as session:
+        session.prepare(ATTENTION_FUNCTIONS, ATTENTION_OPS)
+        answer = Kernel(session).get(call)() if call else None
+        session.findings  # noqa: B018 (read while the kernel is alive)
+    return session, answer
+
+
+def kinds(session: Session) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for f in session.findings:
+        found.setdefault(f.kind, []).append(f.message)
+    return found
+
+
+@pytest.mark.kernel
+def test_the_grader_package_cannot_be_imported_or_read_from_the_kernel():
+    session, _ = run(
+        "try:\n    import grader.exercises.mha_interview.suite\nexcept ImportError as e:\n    print(e)",
+        f"try:\n    open({str(ROOT / 'exercises' / '_attention.py')!r}).read()\n"
+        "except PermissionError as e:\n    print(e)",
+        f"import os\ntry:\n    os.listdir({str(ROOT / 'solutions')!r})\nexcept PermissionError as e:\n    print(e)",
+    )
+    assert all("not allowed while the notebook is graded" in c.output for c in session.cells)
+    hidden = [f for f in session.findings if f.kind == "hidden"]
+    assert [(f.cell, f.line) for f in hidden] == [(1, 2), (2, 2), (3, 3)], hidden
+
+
+@pytest.mark.kernel
+def test_a_builtin_run_from_another_thread_is_seen():
+    session, answer = run(
+        "import threading, torch\nimport torch.nn.functional as F\n"
+        "def f():\n    q = torch.randn(1, 2, 3, 4)\n    out = []\n"
+        "    t = threading.Thread(target=lambda: out.append(F.scaled_dot_product_attention(q, q, q)))\n"
+        "    t.start(); t.join()\n    return out[0]",
+        call="f",
+    )
+    assert answer.shape == (1, 2, 3, 4)
+    assert "scaled_dot_product_attention" in session.seen
+    assert "started a thread during a hidden test" in kinds(session)["machinery"]
+
+
+@pytest.mark.kernel
+def test_nn_multihead_attention_hidden_in_a_closure_is_seen_from_a_worker_thread():
+    session, _ = run(
+        "import torch, queue, threading\n"
+        "jobs, done = queue.Queue(), queue.Queue()\n"
+        "def worker(mha=torch.nn.MultiheadAttention(8, 2, batch_first=True)):\n"
+        "    while True:\n        x = jobs.get()\n        done.put(mha(x, x, x)[0])\n"
+        "threading.Thread(target=worker, daemon=True).start()\n"
+        "def f():\n    jobs.put(torch.randn(1, 3, 8))\n    return done.get()",
+        call="f",
+    )
+    assert {"MultiheadAttention.forward", "multi_head_attention_forward"} <= session.seen
+
+
+@pytest.mark.kernel
+def test_a_check_cell_using_the_builtin_is_not_a_use_by_the_graded_code():
+    session, _ = run(
+        "import torch\nref = torch.nn.MultiheadAttention(8, 2)\nx = torch.randn(3, 1, 8)\n"
+        "y, _ = ref(x, x, x)\nimport torch.nn.functional as F\n"
+        "F.scaled_dot_product_attention(x[None], x[None], x[None])\ndef f():\n    return x.sum()",
+        call="f",
+    )
+    assert session.findings == []
+
+
+@pytest.mark.kernel
+def test_emptying_the_watch_through_frames_or_gc_is_caught():
+    session, _ = run(
+        "import gc\ntry:\n    gc.get_referrers(print)\nexcept RuntimeError as e:\n    print(e)",
+        "import sys, torch\nimport torch.nn.functional as F\n"
+        "def f():\n    frame = sys._getframe(1)\n"
+        "    while frame is not None and '_state' not in frame.f_locals:\n        frame = frame.f_back\n"
+        "    frame.f_locals['_state']['active'] = False\n"
+        "    q = torch.randn(1, 2, 3, 4)\n    return F.scaled_dot_product_attention(q, q, q)",
+        call="f",
+    )
+    machinery = kinds(session)["machinery"]
+    assert any("gc.get_referrers" in m for m in machinery)
+    assert any("interpreter frames" in m for m in machinery)
+
+
+@pytest.mark.kernel
+def test_redirecting_the_record_channel_is_tampering():
+    session, _ = run(
+        "import os, stat\nnull = os.open('/dev/null', os.O_WRONLY)\n"
+        "for fd in range(3, 1024):\n    try:\n"
+        "        if stat.S_ISFIFO(os.fstat(fd).st_mode):\n            os.dup2(null, fd)\n"
+        "    except OSError:\n        pass\ndef f():\n    return 1",
+        call="f",
+    )
+    assert "tamper" in kinds(session)
+
+
+@pytest.mark.kernel
+def test_the_environment_is_read_only_and_limited_to_what_is_declared():
+    session, _ = run(
+        "import site, sys\ntarget = site.getsitepackages()[0] + '/planted.pth'\n"
+        "try:\n    open(target, 'w').write('import os')\nexcept PermissionError as e:\n    print(e)",
+        "try:\n    import sympy\nexcept ImportError as e:\n    print(e)",
+        "import numpy, einops, math, json",
+    )
+    assert [c.status for c in session.cells] == ["ok", "ok", "ok"]
+    assert "read-only" in session.cells[0].output
+    assert "not available in the grading environment" in session.cells[1].output
+    assert len(kinds(session)["environment"]) == 2
+
+
+@pytest.mark.kernel
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+def test_the_sandbox_shows_the_grader_s_folders_empty():
+    folders = [str(f) for f in grader_folders()]
+    session, _ = run(
+        "import subprocess\n"
+        f"for folder in {folders!r}:\n"
+        "    print(folder, len(subprocess.run(['ls', '-A', folder], capture_output=True, text=True).stdout))",
+        sandbox=True,
+    )
+    output = session.cells[0].output
+    assert output.count(" 0\n") == len(folders), output
