@@ -121,6 +121,38 @@ def from_scratch_runtime_names(call: str) -> Callable[[dict], None]:
     return expect
 
 
+def crashed_and_ctypes_seen(report: dict) -> None:
+    bad = {k: v for k, v in statuses(report).items() if v != "passed"}
+    assert bad == {
+        "single_token_and_batch_of_one": "crashed",
+        "no_builtin_attention_at_run_time": "failed",
+        "no_builtin_attention_in_source": "failed",
+    }, bad
+    assert "ctypes" in message(report, "no_builtin_attention_at_run_time")
+    assert "ctypes" in message(report, "no_builtin_attention_in_source")
+
+
+def all_but_the_source_scan(text: str) -> Callable[[dict], None]:
+    """Machinery in the cells (processes, builtins, sys.modules) is a static finding: every
+    test passes but the source scan, which names it."""
+
+    def expect(report: dict) -> None:
+        only_test("no_builtin_attention_in_source", "failed", text)(report)
+
+    return expect
+
+
+def no_credit(kind: str, text: str) -> Callable[[dict], None]:
+    """Sabotage: zero points, and the card's integrity findings say what was touched."""
+
+    def expect(report: dict) -> None:
+        assert report["score"] == 0, report["score"]
+        found = [f for f in report["integrity"] if f["kind"] == kind]
+        assert found and text in found[0]["message"], report["integrity"]
+
+    return expect
+
+
 def full_marks(report: dict) -> None:
     assert report["score"] == report["max_score"], [
         t for t in report["tests"] if t["status"] != "passed"
@@ -237,7 +269,7 @@ FAULTS = [
     ),
     Fault(
         "segfault_in_forward",
-        crashed_then_recovered,
+        crashed_and_ctypes_seen,
         replace=(
             (
                 FORWARD,
@@ -303,16 +335,15 @@ FAULTS = [
     ),
     Fault(
         "child_process_left_running",
-        full_marks,
+        all_but_the_source_scan("subprocess"),
         cells=("import subprocess\nchild = subprocess.Popen(['sleep', '302'])",),
-        exit_code=0,
+        exit_code=1,
     ),
-    Fault("double_forked_daemon", full_marks, cells=(SPAWN_DAEMON,), exit_code=0),
+    Fault("double_forked_daemon", all_but_the_source_scan("os.fork"), cells=(SPAWN_DAEMON,)),
     Fault(
         "double_forked_daemon_with_a_clean_environment",
-        full_marks,
+        all_but_the_source_scan("os.fork"),
         cells=(CLEAN_ENV_DAEMON,),
-        exit_code=0,
     ),
     Fault(
         "writes_files_in_its_directory",
@@ -399,12 +430,12 @@ FAULTS = [
     ),
     Fault(
         "overrides_display_print_and_exceptions",
-        full_marks,
+        all_but_the_source_scan("builtins"),
         cells=(
             "import builtins, sys\nsys.displayhook = lambda value: None\nget_ipython().display_pub.publish = lambda *a, **k: None\n"
             "builtins.print = lambda *a, **k: None\nbuiltins.AssertionError = RuntimeError\ntorch.allclose = lambda *a, **k: False",
         ),
-        exit_code=0,
+        exit_code=1,
     ),
     Fault(
         "overrides_torch_save_and_load",
@@ -431,6 +462,59 @@ FAULTS = [
         cells=(
             "import sys\nfor name in [n for n in sys.modules if n.startswith('_grader_shim')]:\n    del sys.modules[name]",
         ),
+    ),
+    Fault(
+        "removes_the_transport_folder_from_a_shell",
+        all_but_the_source_scan("subprocess"),
+        cells=(
+            "import os, subprocess\n"
+            "subprocess.run(['rm', '-rf', os.path.join(os.path.dirname(os.getcwd()), 'io')])",
+        ),
+        exit_code=1,
+    ),
+    Fault(
+        "removes_the_transport_folder_from_python",
+        no_credit("hidden", "io"),
+        cells=(
+            "import os, shutil\nshutil.rmtree(os.path.join(os.path.dirname(os.getcwd()), 'io'))",
+        ),
+    ),
+    Fault(
+        "plants_symlinks_at_transport_paths",  # outside the sandbox's reach: the notebook
+        all_but_the_source_scan("subprocess"),
+        cells=(
+            "import os, subprocess\nio = os.path.join(os.path.dirname(os.getcwd()), 'io')\n"
+            "target = os.path.join(os.environ['TMPDIR'], '..', "
+            "'plants_symlinks_at_transport_paths', 'submission.ipynb')\n"
+            "for i in range(1, 400):\n"
+            "    for kind in ('request', 'answer'):\n"
+            "        subprocess.run(['ln', '-s', target, f'{io}/{kind}-{i}.pt'])",
+        ),
+        exit_code=1,
+    ),
+    Fault(
+        "replaces_the_answer_file_with_a_fifo",
+        lambda r: None if r["score"] < r["max_score"] else pytest.fail("a FIFO earned credit"),
+        replace=(
+            (
+                FORWARD,
+                "        import os, sys\n        frame = sys._getframe(1)\n"
+                "        while frame is not None and 'response_path' not in frame.f_locals:\n"
+                "            frame = frame.f_back\n"
+                "        if frame is not None:\n"
+                "            os.mkfifo(frame.f_locals['response_path'])\n" + FORWARD,
+            ),
+        ),
+        bound=120,
+    ),
+    Fault(
+        "forges_the_cut_output_counts",
+        all_but_the_source_scan("sys.modules"),
+        cells=(
+            "import sys\nshim = next(m for n, m in sys.modules.items() if n.startswith('_grader_shim'))\n"
+            "shim._cut[get_ipython().parent_header['header']['msg_id']] = 'lots'",
+        ),
+        exit_code=1,
     ),
     Fault(
         "prints_a_fake_score",
