@@ -19,6 +19,7 @@ default arguments, which the audit hook keeps candidate code from reading, never
 module globals. Nothing here decides a verdict; the grader reads the records.
 """
 
+import contextlib
 import json
 import os
 import sys
@@ -46,6 +47,7 @@ def _make_recorder(fd, cell_prefix, workdir):
         _fd=fd,
         _sent=set(),  # noqa: B006 (private on purpose: only the recorder holds it)
         _dumps=json.dumps,
+        _suppress=contextlib.suppress,
     ):
         file, line = _where()
         key = (kind, message, file, line)
@@ -53,7 +55,10 @@ def _make_recorder(fd, cell_prefix, workdir):
             return
         _sent.add(key)
         data = _dumps({"k": kind, "m": message, "f": file, "l": line}) + "\n"
-        _write(_fd, data.encode())
+        # A child that closed its descriptors cannot write; in the kernel, the grader
+        # checks from outside that the channel is still there.
+        with _suppress(OSError):
+            _write(_fd, data.encode())
 
     return record
 
@@ -184,6 +189,26 @@ def _watch_threads(record, state, protected):
     protected.append(start)
 
 
+# Installing a package runs no code in the kernel (it imports only the declared
+# environment, and pip writes to the scratch space): not a finding.
+_INSTALL = __import__("re").compile(
+    r"\s*(\S*/)?(sh -c )?(pip3?|python3? -m pip|conda|mamba|micromamba|uv pip)\s+install\b"
+    r"[^;&|`$<>()\n]*$"
+)
+
+
+def _command(args):
+    """The command line of a process-starting audit event, as one string."""
+    parts = []
+    for arg in args:
+        if isinstance(arg, (str, bytes)):
+            parts.append(arg if isinstance(arg, str) else arg.decode(errors="replace"))
+        elif isinstance(arg, (list, tuple)):
+            parts.extend(str(a) for a in arg)
+    text = " ".join(parts)
+    return text.split(" -c ", 1)[1] if " -c " in text else text
+
+
 # Reading frames is how code reaches the grader's locals up the stack.
 _FRAME_HELPERS = ("/inspect.py",)
 _FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_code"})
@@ -255,6 +280,23 @@ def _make_hook(record, state, protected, config, workdir):
         name = frame.f_code.co_filename
         return name.startswith(_workdir) or "/ipykernel_" in name
 
+    def shell_escape(
+        _getframe=sys._getframe,
+        _helpers=("/IPython/", "/pexpect/", "/ptyprocess/"),
+        _workdir=workdir,
+    ):
+        """Whether IPython's !cmd is forking (the command it runs is judged when it
+        starts), rather than the notebook's own code."""
+        frame = _getframe(3)
+        while frame is not None:
+            name = frame.f_code.co_filename
+            if "/ipykernel_" in name or name.startswith(_workdir):
+                return False
+            if any(h in name for h in _helpers):
+                return True
+            frame = frame.f_back
+        return False
+
     def candidate_reads_frames(_getframe=sys._getframe, _workdir=workdir, _helpers=_FRAME_HELPERS):
         """Whether the code that triggered the event is the notebook's, directly or
         through the standard library's frame helpers (inspect.currentframe, stack)."""
@@ -285,6 +327,8 @@ def _make_hook(record, state, protected, config, workdir):
         _record=record,
         _local=_local_module,
         _frames=_FRAME_ATTRIBUTES,
+        _install=_INSTALL.match,
+        _command=_command,
     ):
         if event == "import":
             name = str(args[0])
@@ -325,6 +369,11 @@ def _make_hook(record, state, protected, config, workdir):
             _record("machinery", f"{event} (ctypes reaches below Python)")
         elif _state["active"]:
             _record("machinery", f"{event} during a hidden test")
+        elif event in ("os.fork", "os.forkpty"):
+            if not shell_escape():  # IPython's !cmd forks, then the command is judged
+                _record("machinery", f"{event}: a copy of the kernel the grader does not watch")
+        elif not _install(_command(args)):
+            _record("machinery", f"{event}: runs a program the grader does not watch")
 
     return hook
 
