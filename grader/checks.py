@@ -7,6 +7,7 @@ Each helper raises `Failed` with one line, numbers included:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -14,6 +15,45 @@ import torch
 
 class Failed(AssertionError):
     """A hidden test's verdict: the candidate's answer is wrong (message is one line)."""
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Elementwise closeness: |actual - expected| <= atol + rtol * |expected|."""
+
+    rtol: float
+    atol: float
+
+
+# torch.testing.assert_close's defaults. No hidden test compares tighter than these for the
+# dtype compared: correct code that adds things up in another order, or rounds a constant
+# or its softmax to float32, stays within them; the smallest real bug is off by ~5e-2.
+DEFAULT_TOLERANCES: dict[torch.dtype, Tolerance] = {
+    torch.float16: Tolerance(rtol=1e-3, atol=1e-5),
+    torch.bfloat16: Tolerance(rtol=1.6e-2, atol=1e-5),
+    torch.float32: Tolerance(rtol=1.3e-6, atol=1e-5),
+    torch.float64: Tolerance(rtol=1e-7, atol=1e-7),
+}
+
+
+def tolerance(
+    *dtypes: torch.dtype, rtol: float | None = None, atol: float | None = None
+) -> Tolerance:
+    """The default tolerance of the least precise of `dtypes` (float32's for a dtype without
+    one), loosened to `rtol` / `atol` where they are given; never tighter than the default."""
+    fallback = DEFAULT_TOLERANCES[torch.float32]
+    default = max((DEFAULT_TOLERANCES.get(d, fallback) for d in dtypes), key=lambda t: t.rtol)
+    return Tolerance(
+        rtol=max(default.rtol, rtol or 0.0),
+        atol=max(default.atol, atol or 0.0),
+    )
+
+
+def tolerance_ratio(actual: torch.Tensor, expected: torch.Tensor, tol: Tolerance) -> torch.Tensor:
+    """|a - e| / (atol + rtol * |e|) elementwise, in float64: at most 1 is within `tol`."""
+    a = actual.detach().to(torch.float64)
+    e = expected.detach().to(torch.float64)
+    return (a - e).abs() / (tol.atol + tol.rtol * e.abs())
 
 
 def describe(value: Any) -> str:
@@ -86,32 +126,44 @@ def close(
     expected: torch.Tensor,
     what: str,
     *,
-    rtol: float,
-    atol: float,
+    rtol: float | None = None,
+    atol: float | None = None,
 ) -> None:
-    """`actual` matches `expected` elementwise: |a - e| <= atol + rtol * |e|."""
+    """`actual` matches `expected` elementwise: |a - e| <= atol + rtol * |e|, at the default
+    tolerance of the less precise of the two dtypes (`tolerance`), or looser where given.
+
+    The message names the element that breaks the tolerance the most (the largest ratio of
+    its difference to the difference allowed there), not the largest absolute difference.
+    """
     actual = tensor(actual, what, expected.shape)
     finite(actual, what)
-    a = actual.to(torch.float64)
-    e = expected.to(torch.float64)
-    excess = (a - e).abs() - (atol + rtol * e.abs())
-    if bool((excess > 0).any()):
-        diff = (a - e).abs()
-        at = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape))
+    finite(expected, f"{what}, the value compared against")
+    tol = tolerance(actual.dtype, expected.dtype, rtol=rtol, atol=atol)
+    ratio = tolerance_ratio(actual, expected, tol)
+    outside = int((ratio > 1).sum())
+    if outside:
+        at = tuple(int(i) for i in torch.unravel_index(ratio.argmax(), ratio.shape))
+        got, want = float(actual[at]), float(expected[at])
+        allowed = tol.atol + tol.rtol * abs(want)
         raise Failed(
-            f"{what}: max abs diff {float(diff.max()):.3g} at {list(at)} "
-            f"(got {float(a[at]):.6g}, want {float(e[at]):.6g}; "
-            f"tolerance atol={atol:.0e}, rtol={rtol:.0e})"
+            f"{what}: {outside} of {ratio.numel()} elements outside the tolerance; worst at "
+            f"{list(at)}: got {got:.8g}, want {want:.8g}, off by {abs(got - want):.3g} where "
+            f"{allowed:.3g} is allowed (atol={tol.atol:.2g}, rtol={tol.rtol:.2g})"
         )
 
 
-def same(actual: torch.Tensor, expected: torch.Tensor, what: str, atol: float = 1e-6) -> None:
-    """Two outputs of the candidate that must agree (up to float32 noise)."""
-    close(actual, expected, what, rtol=0.0, atol=atol)
+def same(
+    actual: torch.Tensor, expected: torch.Tensor, what: str, *, atol: float | None = None
+) -> None:
+    """Two outputs of the candidate that must agree, up to the dtype's default tolerance (or
+    `atol`, where a test allows more); NaN or inf in either fails."""
+    close(actual, expected, what, atol=atol)
 
 
 def differ(a: torch.Tensor, b: torch.Tensor, what: str, at_least: float = 1e-4) -> None:
-    """Two outputs that must not be the same."""
+    """Two finite outputs that must not be the same (NaN is not a difference)."""
+    finite(a, what)
+    finite(b, f"{what}, the value compared against")
     if tuple(a.shape) == tuple(b.shape) and float((a - b).abs().max()) < at_least:
         raise Failed(
             f"{what}: max abs diff {float((a - b).abs().max()):.3g}, want >= {at_least:.0e}"
@@ -119,14 +171,18 @@ def differ(a: torch.Tensor, b: torch.Tensor, what: str, at_least: float = 1e-4) 
 
 
 def rows_sum_to_one(w: torch.Tensor, what: str, atol: float = 1e-5) -> None:
-    """Attention weights: non-negative, summing to 1 over the last axis."""
+    """Attention weights: non-negative, summing to 1 over the last axis (within `atol`, and
+    never tighter than the dtype's default tolerance)."""
     finite(w, what)
+    tol = tolerance(w.dtype, atol=atol)
+    bound = tol.atol + tol.rtol  # |expected| = 1
     low = float(w.min())
-    if low < -atol:
+    if low < -bound:
         raise Failed(f"{what}: min {low:.3g}, want >= 0")
     sums = w.sum(dim=-1)
     worst = float((sums - 1).abs().max())
-    if worst > atol:
+    if worst > bound:
         raise Failed(
-            f"{what}: rows sum to between {float(sums.min()):.4g} and {float(sums.max()):.4g}, want 1 (±{atol:.0e})"
+            f"{what}: rows sum to between {float(sums.min()):.4g} and "
+            f"{float(sums.max()):.4g}, want 1 (±{bound:.2g})"
         )

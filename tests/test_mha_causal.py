@@ -138,6 +138,13 @@ MUTANTS = [
     ),
     Mutant("dropout_never_applied", ATTEND, "(attn_weights @ values).transpose(1, 2)", "training"),
     Mutant(
+        "nan_in_train_mode",  # NaN is no evidence that dropout acted
+        ATTEND,
+        "((self.dropout(attn_weights) * (float('nan') if self.training and self.dropout.p else 1.0))"
+        " @ values).transpose(1, 2)",
+        "training",
+    ),
+    Mutant(
         "dropout_on_the_context",
         ATTEND,
         "self.dropout(attn_weights @ values).transpose(1, 2)",

@@ -84,6 +84,12 @@ MUTANTS = [
         "training",
     ),
     Mutant("dropout_never_applied", "self.dropout(weights) @ v", "weights @ v", "training"),
+    Mutant(
+        "nan_in_train_mode",  # NaN is no evidence that dropout acted
+        "self.dropout(weights) @ v",
+        '(self.dropout(weights) * (float("nan") if self.training and self.dropout.p else 1.0)) @ v',
+        "training",
+    ),
     Mutant("per_head_weights_returned", "(weights.mean(dim=1) if", "(weights if", "shapes"),
     Mutant(
         "weights_summed_over_heads",

@@ -52,12 +52,8 @@ MUTANTS = [
     # scaling: any scale is absorbed into W_q, so only parity sees it
     Mutant("scale_by_sqrt_d_model", "math.sqrt(head_dim)", "math.sqrt(d_model)", "parity"),
     Mutant("no_scaling", " / math.sqrt(head_dim)", "", "parity"),
-    Mutant(
-        "scale_computed_in_float32",  # the seed's torch.sqrt(torch.tensor(d_k, float32))
-        "math.sqrt(head_dim)",
-        "torch.sqrt(torch.tensor(head_dim, dtype=torch.float32))",
-        "parity",
-    ),
+    # The seed's torch.sqrt(torch.tensor(d_k, dtype=torch.float32)) is no bug: it stays within
+    # assert_close's float64 tolerance (tests/test_tolerances.py grades the seed's code).
     # softmax
     Mutant(
         "softmax_over_queries",

@@ -148,6 +148,12 @@ MUTANTS = [
         "dropout_never_applied", "weights = self.dropout(weights)", "weights = weights", "training"
     ),
     Mutant(
+        "nan_in_train_mode",  # NaN is no evidence that dropout acted
+        "weights = self.dropout(weights)",
+        "weights = self.dropout(weights) * (float('nan') if self.training else 1.0)",
+        "training",
+    ),
+    Mutant(
         "detached_queries",
         "split(self.q_proj(x))",
         "split(self.q_proj(x).detach())",

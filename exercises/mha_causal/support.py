@@ -13,17 +13,15 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from grader.exercises import _attention as att
 from grader import checks
 from grader.checks import Failed
+from grader.exercises import _attention as att
 
 # B, H, T, head_dim all differ and d_in != d_out; T < CTX, so the mask must be cut to T x T.
 D_IN, D_OUT, H, B, T, CTX = 5, 12, 3, 2, 7, 10
 HD = D_OUT // H
 QKV = ("W_query", "W_key", "W_value")
 SPLIT = (*QKV, "out_proj")
-F64 = {"rtol": 1e-7, "atol": 1e-10}
-F32 = {"rtol": 1e-4, "atol": 1e-5}
 
 Layer = tuple[torch.Tensor, torch.Tensor | None]
 
@@ -177,9 +175,8 @@ def after_changing_later_tokens(module, x: torch.Tensor, t: int, what: str, seed
     y1 = output(module, x, f"{what} output")
     y2 = output(module, later, f"{what} output", tuple(y1.shape))
     checks.same(
-        y2[:, : t + 1], y1[:, : t + 1], f"{what} y[:, :{t + 1}] after changing tokens after t={t}",
-        atol=1e-5,
-    )  # fmt: skip
+        y2[:, : t + 1], y1[:, : t + 1], f"{what} y[:, :{t + 1}] after changing tokens after t={t}"
+    )
     checks.differ(
         y2[:, t + 1 :], y1[:, t + 1 :], f"{what} y after t (must react to its own tokens)"
     )
@@ -206,11 +203,16 @@ def grads_reach(grads: dict, expected: list[str], owner: str, shape) -> None:
 
 def all_or_nothing(y0: torch.Tensor, v0: torch.Tensor, keep: float, what: str) -> None:
     """Row by row, the first query's output (one visible key, weight 1) is either 0 (weight
-    dropped) or v0 / keep (weight kept and rescaled): dropout acted on the attention weight."""
+    dropped) or v0 / keep (weight kept and rescaled), at the dtype's default tolerance:
+    dropout acted on the attention weight. NaN or inf anywhere fails."""
+    checks.finite(y0, what)
     scaled = v0 / keep
+    tol = checks.tolerance(y0.dtype, v0.dtype)
     for row in range(y0.shape[0]):
-        off = min(float(y0[row].abs().max()), float((y0[row] - scaled[row]).abs().max()))
-        if off > 1e-5:
+        dropped = checks.tolerance_ratio(y0[row], torch.zeros_like(scaled[row]), tol)
+        kept = checks.tolerance_ratio(y0[row], scaled[row], tol)
+        if min(float(dropped.max()), float(kept.max())) > 1:
+            off = min(float(y0[row].abs().max()), float((y0[row] - scaled[row]).abs().max()))
             raise Failed(
                 f"{what}: row {row} is neither 0 nor v[0] / {keep:g} (off by {off:.3g}); "
                 "dropout must drop whole attention weights, not output entries"

@@ -9,17 +9,15 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from grader.exercises import _attention as att
 from grader import checks
 from grader.checks import Failed
+from grader.exercises import _attention as att
 from grader.remote import Kernel, Remote
 
 # B, H, Lq, Lk and d_k all differ, and H >= 2, so layout and broadcasting bugs show.
 E, H, B, LQ, LK = 12, 3, 2, 5, 7
 DK = E // H
 UNFUSED = ("W_Q", "W_K", "W_V", "W_O")
-F64 = {"rtol": 1e-7, "atol": 1e-10}
-F32 = {"rtol": 1e-4, "atol": 1e-5}
 
 
 def inputs(
@@ -174,7 +172,8 @@ def exactly_zero(t: torch.Tensor, what: str) -> None:
 
 
 def zero_fraction(t: torch.Tensor, what: str, low: float, high: float) -> None:
-    """The fraction of entries of `t` that are exactly 0 lies in [low, high]."""
+    """`t` is finite and the fraction of its entries that are exactly 0 lies in [low, high]."""
+    checks.finite(t, what)
     frac = float((t == 0).double().mean())
     if not low <= frac <= high:
         raise Failed(f"{what}: {frac:.0%} of entries are exactly 0, want {low:.0%} to {high:.0%}")
