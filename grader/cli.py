@@ -2,8 +2,9 @@
 
 Exit codes: 0 full marks (or a command that succeeded), 1 graded but not full marks (or
 `build --check` found stale scaffolds), 2 could not grade (bad file, unknown exercise,
-bad flag, kernel that will not start), 3 internal error, 130 interrupted (Ctrl-C), 143 and
-129 stopped by SIGTERM or SIGHUP (after cleaning up, as for Ctrl-C).
+bad flag, kernel that will not start, broken exercise folder), 3 internal error (a bug in
+the grader, or in a hidden check: `GraderBug`), 130 interrupted (Ctrl-C), 143 and 129
+stopped by SIGTERM or SIGHUP (after cleaning up, as for Ctrl-C).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import re
 import signal
 import sys
+import traceback
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from grader.errors import GraderError, UsageError
+from grader.errors import GraderBug, GraderError, UsageError
 
 if TYPE_CHECKING:
     from grader.results import GradeReport
@@ -173,6 +175,13 @@ def main(argv: list[str] | None = None) -> int:
         if argv[:1] == ["build"]:
             return _build(argv[1:])
         return _grade(argv)
+    except GraderBug as e:  # the suite's fault: one line naming it, or the traceback
+        debug = bool(os.environ.get("GRADER_DEBUG"))
+        if debug:
+            traceback.print_exception(e.error)
+        hint = "" if debug else " (set GRADER_DEBUG=1 for a traceback)"
+        err.print(f"grade: internal error: {e}{hint}", markup=False)
+        return e.exit_code
     except GraderError as e:
         err.print(f"grade: error: {e}", markup=False)
         return e.exit_code

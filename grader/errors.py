@@ -6,9 +6,12 @@ own trouble, and each class carries the process exit code the CLI maps it to::
 
     GraderError (2)
     ├── NotebookError       the file is missing, unreadable, or not a notebook
-    ├── ExerciseError       unknown exercise, or none / several match the notebook
+    ├── ExerciseError       unknown exercise, none / several match the notebook, or the
+    │                       exercise's folder could not be loaded (its suite is broken)
     ├── KernelStartError    the kernel (or its sandbox) could not be started
-    └── UsageError          a flag's value makes no sense
+    ├── UsageError          a flag's value makes no sense
+    └── GraderBug (3)       a hidden check raised where the candidate is not to blame:
+                            a bug in the suite, never reported as the candidate's error
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ class NotebookError(GraderError):
 
 
 class ExerciseError(GraderError):
-    """No exercise, or more than one, fits the notebook."""
+    """No exercise, or more than one, fits the notebook; or the one it names is broken."""
 
 
 class KernelStartError(GraderError):
@@ -39,3 +42,22 @@ class KernelStartError(GraderError):
 
 class UsageError(GraderError):
     """A command-line value is out of range or inconsistent."""
+
+
+class GraderBug(GraderError):
+    """A hidden check raised an exception the candidate's answers do not explain.
+
+    The original exception is `error` (and `__cause__`); no report is produced.
+    """
+
+    exit_code = 3
+
+    def __init__(self, exercise: str, check: str, error: BaseException) -> None:
+        text = " ".join(f"{type(error).__name__}: {error}".split())
+        super().__init__(
+            f"exercise {exercise}, check {check}: the suite raised {text[:300]} "
+            "(a bug in the grader's suite, not in the notebook)"
+        )
+        self.exercise = exercise
+        self.check = check
+        self.error = error

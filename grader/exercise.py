@@ -1,18 +1,21 @@
 """Exercises: a hidden suite of checks in levels, plus what identifies the exercise.
 
-An exercise is a folder under ``exercises/`` (installed as ``grader.exercises``) with a ``suite.py`` that defines
-``exercise = Exercise(...)`` and registers checks with ``@exercise.check(level=...)``.
-The catalog is found by scanning that folder, so adding an exercise never touches grader
-code. Checks run in the grader's process; they reach candidate code only through the
-`Kernel` they are given.
+An exercise is a folder under ``exercises/`` (installed as ``grader.exercises``) with a
+``suite.py`` that defines ``exercise = Exercise(...)`` and registers checks with
+``@exercise.check(level=...)``. The catalog is found by scanning that folder, so adding an
+exercise never touches grader code; a folder that cannot be loaded is recorded as broken,
+with the reason, and the others are still graded. Checks run in the grader's process; they
+reach candidate code only through the `Kernel` they are given.
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from grader.errors import ExerciseError
@@ -23,6 +26,10 @@ CheckFunction = Callable[[Any], None]
 # Attention built-ins the shim watches for, by torch function name and by aten op name.
 ATTENTION_FUNCTIONS = ("scaled_dot_product_attention", "multi_head_attention_forward")
 ATTENTION_OPS = ("scaled_dot_product", "_native_multi_head_attention")
+
+# What a candidate may import beyond torch and the standard library, unless an exercise
+# says otherwise. Each must be installed with the grader (pyproject.toml dependencies).
+DEFAULT_PACKAGES = ("numpy", "einops")
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,8 @@ class Exercise:
     forbidden: tuple[str, ...] = ()
     watch_functions: tuple[str, ...] = ATTENTION_FUNCTIONS
     watch_ops: tuple[str, ...] = ATTENTION_OPS
+    # import names (top level) the candidate may use besides torch and the standard library
+    packages: tuple[str, ...] = DEFAULT_PACKAGES
     checks: list[Check] = field(default_factory=list)
 
     def check(
@@ -77,18 +86,78 @@ class Exercise:
         return sum(c.points for c in self.checks)
 
 
-def load_catalog(package: str = "grader.exercises") -> dict[str, Exercise]:
-    """Every exercise under the package, by id."""
+def allowed_packages(exercise: Exercise) -> tuple[str, ...]:
+    """Top-level import names the candidate's kernel may import besides the standard
+    library: torch, then the exercise's `packages`."""
+    return tuple(dict.fromkeys(("torch", *exercise.packages)))
+
+
+class Catalog(dict[str, Exercise]):
+    """Exercises by id, and `broken`: the folders that could not be loaded, by folder name,
+    each with one line saying why."""
+
+    def __init__(
+        self, exercises: dict[str, Exercise] | None = None, broken: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(exercises or {})
+        self.broken: dict[str, str] = dict(broken or {})
+
+
+class _Broken(Exception):
+    """An exercise folder that cannot be loaded (message: one line, naming the file)."""
+
+
+def load_catalog(package: str = "grader.exercises") -> Catalog:
+    """Every exercise under the package, by id; folders that fail to load go in `broken`."""
     root = importlib.import_module(package)
-    catalog: dict[str, Exercise] = {}
+    catalog = Catalog()
     for info in sorted(pkgutil.iter_modules(root.__path__), key=lambda i: i.name):
         if not info.ispkg or info.name.startswith("_"):
             continue
-        module = importlib.import_module(f"{package}.{info.name}.suite")
-        exercise = getattr(module, "exercise", None)
-        if isinstance(exercise, Exercise):
-            catalog[exercise.id] = exercise
+        folder = Path(root.__path__[0]) / info.name
+        try:
+            exercise = _load_exercise(f"{package}.{info.name}", folder)
+            if exercise.id in catalog:
+                raise _Broken(f"{folder / 'suite.py'}: exercise id {exercise.id!r} is taken")
+        except _Broken as e:
+            catalog.broken[info.name] = str(e)
+            continue
+        catalog[exercise.id] = exercise
     return catalog
+
+
+def _load_exercise(module: str, folder: Path) -> Exercise:
+    """Import `module`.suite and return its `exercise`, or raise _Broken saying why."""
+    suite = folder / "suite.py"
+    try:
+        loaded = importlib.import_module(f"{module}.suite")
+    except ModuleNotFoundError as e:
+        if e.name == f"{module}.suite":
+            raise _Broken(f"{folder}: no suite.py") from None
+        raise _Broken(f"{_where(e, suite)}: {_problem(e)}") from None
+    except SyntaxError as e:
+        place = f"{e.filename or suite}, line {e.lineno}" if e.lineno else str(e.filename or suite)
+        raise _Broken(f"{place}: SyntaxError: {e.msg}") from None
+    except Exception as e:  # any failure of the suite's own code at import
+        raise _Broken(f"{_where(e, suite)}: {_problem(e)}") from None
+    exercise = getattr(loaded, "exercise", None)
+    if not isinstance(exercise, Exercise):
+        found = "nothing" if exercise is None else f"a {type(exercise).__name__}"
+        raise _Broken(f"{suite}: `exercise` is {found}, want exercise = Exercise(...)")
+    return exercise
+
+
+def _where(error: BaseException, suite: Path) -> str:
+    """Where `error` was raised in the exercises' own files (file, line), else suite.py."""
+    root = suite.parent.parent
+    for frame in reversed(traceback.extract_tb(error.__traceback__)):
+        if root in Path(frame.filename).parents:
+            return f"{frame.filename}, line {frame.lineno}"
+    return str(suite)
+
+
+def _problem(error: BaseException) -> str:
+    return " ".join(f"{type(error).__name__}: {error}".split())[:300]
 
 
 def find_exercise(
@@ -97,13 +166,18 @@ def find_exercise(
     """The exercise to grade against: `name`, else the notebook's metadata, else its names.
 
     Raises:
-        ExerciseError: unknown name, or no exercise (or several) matches the notebook.
+        ExerciseError: unknown or broken exercise, or no exercise (or several) matches.
     """
     known = ", ".join(sorted(catalog)) or "none"
+    broken: dict[str, str] = getattr(catalog, "broken", {})
     wanted = name or notebook.exercise_id
     if wanted:
+        source = "--exercise" if name else f"{notebook.path}: metadata"
+        if wanted in broken:
+            raise ExerciseError(
+                f"{source} names exercise {wanted!r}, which cannot be loaded: {broken[wanted]}"
+            )
         if wanted not in catalog:
-            source = "--exercise" if name else f"{notebook.path}: metadata"
             raise ExerciseError(f"{source} names unknown exercise {wanted!r} (known: {known})")
         return catalog[wanted]
     names = defined_names([source for _, source in notebook.code_cells])
@@ -111,9 +185,10 @@ def find_exercise(
     if len(fits) == 1:
         return fits[0]
     if not fits:
+        unloaded = f"; broken, so not considered: {', '.join(sorted(broken))}" if broken else ""
         raise ExerciseError(
             f"{notebook.path}: names no exercise in its metadata and defines none's names; "
-            f"pass --exercise (known: {known})"
+            f"pass --exercise (known: {known}{unloaded})"
         )
     ids = ", ".join(e.id for e in fits)
     raise ExerciseError(f"{notebook.path}: could be any of {ids}; pass --exercise NAME")

@@ -242,9 +242,9 @@ def _make_hook(record, state, protected, config, workdir):
         "machinery": RuntimeError,
     }
 
-    def refuse(kind, message, _record=record, _refusals=refusals):
+    def refuse(kind, message, error=None, _record=record, _refusals=refusals):
         _record(kind, message)
-        raise _refusals[kind](f"{message}: not allowed while the notebook is graded")
+        raise (error or _refusals[kind])(f"{message}: not allowed while the notebook is graded")
 
     def check_path(
         event,
@@ -334,7 +334,7 @@ def _make_hook(record, state, protected, config, workdir):
             name = str(args[0])
             top = name.partition(".")[0]
             if top in blocked:
-                refuse("hidden", f"import {name} (the grader's own package)")
+                refuse("hidden", f"import {name} (the grader's own package)", ImportError)
             if top not in allowed and candidate_import() and not _local(top, workdir):
                 _record("environment", f"import {top}: not in the grading environment")
                 raise ModuleNotFoundError(f"{top} is not available in the grading environment")

@@ -10,7 +10,10 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from grader.records import VOIDING
 from grader.results import CheckResult, GradeReport
+
+_SEVERITY = ("hidden", "tamper", "builtin", "machinery", "environment")
 
 _STYLE = {
     "passed": "green",
@@ -47,7 +50,11 @@ def render(report: GradeReport, console: Console) -> None:
             str(level.number), level.name, Text(f"{level.passed}/{level.total}", style=style),
             f"{_points(level.score)}/{_points(level.max_score)}",
         )  # fmt: skip
-    parts = [head, levels]
+    parts = [head]
+    parts += [Text(f"! {line}", style="bold yellow") for line in report.headlines]
+    if report.integrity:
+        parts.append(_integrity(report))
+    parts.append(levels)
     problems = [t for t in report.tests if t.status != "passed"]
     if problems:
         table = Table(
@@ -107,6 +114,24 @@ def render(report: GradeReport, console: Console) -> None:
     console.rule()
 
 
+def _integrity(report: GradeReport) -> Table:
+    """What the grader's guard found, worst first (candidate text stays literal)."""
+    table = Table(
+        title="Integrity (what the grader's watch found)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        expand=True,
+    )
+    table.add_column("kind", no_wrap=True)
+    table.add_column("where", no_wrap=True)
+    table.add_column("what", overflow="fold", ratio=1)
+    for f in sorted(report.integrity, key=lambda f: _SEVERITY.index(f.kind)):
+        where = f"cell {f.cell}" + (f", line {f.line}" if f.line else "") if f.cell else ""
+        style = "bold red" if f.kind in VOIDING else "yellow"
+        table.add_row(Text(f.kind, style=style), Text(where), Text(f.message))
+    return table
+
+
 def _why(t: CheckResult) -> tuple[str, str]:
     """(the status as a person reads it, the message without that label repeated)."""
     label = _LABEL.get(t.status, t.status)
@@ -147,7 +172,13 @@ def to_junit(report: GradeReport) -> str:
         elif t.status in ("skipped", "not_implemented"):
             ET.SubElement(case, "skipped", message=t.message or t.status)
     ET.SubElement(suite, "system-out").text = json.dumps(
-        {"score": report.score, "max_score": report.max_score, "notebook": report.notebook}
+        {
+            "score": report.score,
+            "max_score": report.max_score,
+            "notebook": report.notebook,
+            "headlines": report.headlines,
+            "integrity": [f.to_dict() for f in report.integrity],
+        }
     )
     return ET.tostring(suite, encoding="unicode", xml_declaration=True)
 
@@ -168,9 +199,11 @@ def to_gradescope(report: GradeReport) -> str:
         }
         for n, t in _numbered(report)
     ]
-    lines = [
+    lines = [f"{line}." for line in report.headlines]
+    lines += [f"Integrity ({f.kind}): {f.where()}{f.message}" for f in report.integrity]
+    lines.append(
         f"Score {_points(report.score)}/{_points(report.max_score)}, level reached: {_reached(report)}."
-    ]
+    )
     lines += [f"Cell {c.cell} ({c.kind}): {c.message}" for c in report.cell_errors]
     return json.dumps(
         {

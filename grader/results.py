@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import re
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
+
+from grader.records import VOIDING, Finding
 
 Status = Literal["passed", "failed", "error", "timeout", "not_implemented", "skipped", "crashed"]
 STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
@@ -70,6 +73,8 @@ class GradeReport:
     duration_s: float
     tests: list[CheckResult]
     cell_errors: list[CellError]
+    headlines: list[str] = field(default_factory=list)
+    integrity: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     cut_output: list[CutOutput] = field(default_factory=list)
     torch_version: str = ""
@@ -87,6 +92,14 @@ class GradeReport:
         return data
 
 
+def void(tests: list[CheckResult], findings: list[Finding]) -> list[CheckResult]:
+    """No credit for a grading in which the notebook reached for the grader itself (its
+    hidden suite, references or record channel): every test keeps its status, scores 0."""
+    if not any(f.kind in VOIDING for f in findings):
+        return tests
+    return [replace(t, score=0) for t in tests]
+
+
 def summarise(level_names: list[str], tests: list[CheckResult]) -> tuple[list[LevelSummary], int]:
     """Per-level totals, and the highest level reached with every level up to it fully passed."""
     levels = []
@@ -101,8 +114,31 @@ def summarise(level_names: list[str], tests: list[CheckResult]) -> tuple[list[Le
                 sum(t.score for t in mine), sum(t.max_score for t in mine),
             )
         )  # fmt: skip
-        if still_climbing and mine and passed == len(mine):
+        if still_climbing and mine and passed == len(mine) and sum(t.score for t in mine) > 0:
             reached = number
         else:
             still_climbing = False
     return levels, reached
+
+
+# Python's own message, and the kernel guard's for a package outside the environment.
+_MISSING_MODULE = re.compile(
+    r"^(?:ModuleNotFoundError|ImportError): (?:No module named '(?P<python>[^']+)'"
+    r"|(?P<guard>[\w.]+) is not available in the grading environment)"
+)
+
+
+def headlines(cell_errors: list[CellError]) -> list[str]:
+    """What to read first, from the cells' errors alone: each module the notebook imports
+    that the grading environment lacks, once, at the first cell that imported it (its
+    absence is why the tests that need it fail, not 33 separate mistakes)."""
+    lines = []
+    seen: set[str] = set()
+    for error in cell_errors:
+        match = _MISSING_MODULE.match(error.message) if error.kind == "error" else None
+        module = match and (match["python"] or match["guard"])
+        if not module or module in seen:
+            continue
+        seen.add(module)
+        lines.append(f"cell {error.cell}: `{module}` is not available in the grading environment")
+    return lines

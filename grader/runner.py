@@ -1,14 +1,73 @@
-"""Running a hidden suite against a live kernel, turning every outcome into a CheckResult."""
+"""Running a hidden suite against a live kernel, turning every outcome into a CheckResult.
+
+Whose fault is an exception? The candidate's outcomes are verdicts: `Failed` (wrong
+answer), `CandidateRaised` (their code raised, or a stub is not implemented),
+`CallTimeout`, `KernelCrashed` and `NoAnswer`. Any other exception was raised by the
+suite's own code, and is the candidate's `error` only when the candidate's answers
+explain it:
+
+- it is a TypeError, AttributeError, IndexError or ValueError (what using a value of
+  the wrong kind or length raises), and
+- during this test the candidate's code answered with a value whose kind it chose:
+  anything but a tensor or a number (a `Remote` object or a `Foreign` value where a
+  tensor was expected, None, a string, a tuple, list or dict of any length). The instance
+  `kernel.new` asks a class for does not count (anything else the class gives does).
+
+Everything else is a `GraderBug`: NameError, KeyError, ZeroDivisionError, a bare
+`assert`, a RuntimeError from torch, or any exception in a test whose answers were all
+tensors and numbers (a `GraderError`, such as a replacement kernel that would not start,
+stays itself). A check that needs the candidate's value to be a tensor of some
+shape says so with `checks.tensor` (a `Failed`), so a crash on a well-formed answer is
+the suite's bug: grading stops (exit 3) rather than charge it to the candidate.
+"""
 
 from __future__ import annotations
 
 import time
+from typing import Any
+
+import torch
 
 from grader.checks import Failed
+from grader.errors import GraderBug, GraderError
 from grader.exercise import Check, Exercise
 from grader.kernel import CallTimeout, KernelCrashed, Limits, NoAnswer
 from grader.remote import CandidateRaised, Kernel
 from grader.results import CheckResult, Status
+
+# What using a value of the wrong kind or length raises.
+SHAPE_ERRORS = (TypeError, AttributeError, IndexError, ValueError)
+
+
+class AnswerLog:
+    """Stands in for the kernel's session and notes, test by test, whether the candidate's
+    code answered with a value whose kind it chose (see the module docstring)."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.loose = False
+
+    def call(self, request: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Forward the request; note the kind of the answer."""
+        answer = self.session.call(request, *args, **kwargs)
+        if "raised" not in answer and not self.loose:
+            self.loose = _chosen_by_candidate(request, answer.get("value"))
+        return answer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.session, name)
+
+
+def _chosen_by_candidate(request: dict[str, Any], value: Any) -> bool:
+    """False for a tensor, a number, or the object a class was called to build; True for
+    anything else `value` (on the wire) may be."""
+    target = request.get("target") or {}
+    called = target.get("__global__") if request.get("method") is None else None
+    if called and isinstance(value, dict) and "__ref__" in value:
+        return str(value.get("type", "")).rsplit(".", 1)[-1] != called
+    if called and request.get("seed") is not None:  # kernel.new (it seeds torch): not an object
+        return True
+    return not (isinstance(value, torch.Tensor) or type(value) in (int, float, bool))
 
 
 def run_checks(
@@ -18,7 +77,12 @@ def run_checks(
 
     After `limits.max_timeouts` tests in a row time out or kill the kernel, or once
     `deadline` (monotonic) has passed, the remaining checks are skipped, saying why.
+
+    Raises:
+        GraderBug: a check raised an exception the candidate's answers do not explain.
     """
+    answers = AnswerLog(kernel.session)
+    kernel.session = answers
     results = []
     trouble_in_a_row = 0
     for check in exercise.checks:
@@ -30,14 +94,21 @@ def run_checks(
         if reason:
             results.append(_result(exercise, check, "skipped", reason))
             continue
-        status, message = run_check(check, kernel, limits)
+        answers.loose = False
+        status, message = run_check(check, kernel, limits, exercise.id)
         trouble_in_a_row = trouble_in_a_row + 1 if status in ("timeout", "crashed") else 0
         results.append(_result(exercise, check, status, message))
     return results
 
 
-def run_check(check: Check, kernel: Kernel, limits: Limits) -> tuple[Status, str]:
-    """Run one check and classify what happened."""
+def run_check(
+    check: Check, kernel: Kernel, limits: Limits, exercise: str = ""
+) -> tuple[Status, str]:
+    """Run one check and classify what happened.
+
+    Raises:
+        GraderBug: the suite's fault, by the rule in this module's docstring.
+    """
     try:
         check.run(kernel)
     except Failed as failure:
@@ -55,8 +126,12 @@ def run_check(check: Check, kernel: Kernel, limits: Limits) -> tuple[Status, str
         return "crashed", "the kernel died during this test (a fresh one was started for the rest)"
     except NoAnswer as e:
         return "error", f"the kernel gave no answer ({e}): the notebook interferes with the grader"
-    except Exception as e:  # a check tripping over an unexpected answer is still a verdict
-        return "error", _one_line(f"unexpected answer: {type(e).__name__}: {e}")
+    except GraderError:  # e.g. a replacement kernel that would not start: as it says
+        raise
+    except Exception as e:
+        if isinstance(e, SHAPE_ERRORS) and getattr(kernel.session, "loose", True):
+            return "error", _one_line(f"unexpected answer: {type(e).__name__}: {e}")
+        raise GraderBug(exercise or "?", check.id, e) from e
     return "passed", ""
 
 

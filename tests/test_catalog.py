@@ -1,14 +1,28 @@
-"""The catalog: every exercise has its two notebooks and its tests, and a notebook without
-metadata is matched by the names it defines, never ambiguously."""
+"""The catalog: every exercise has its two notebooks and its tests, a notebook without
+metadata is matched by the names it defines, never ambiguously, a broken exercise folder
+is recorded with its reason without stopping the others, and every exercise's packages
+are part of the grading environment."""
 
 from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import re
+from dataclasses import replace
 
 import nbformat
 import pytest
 
 from grader.errors import ExerciseError
-from grader.exercise import find_exercise, load_catalog
+from grader.exercise import Exercise, allowed_packages, find_exercise, load_catalog
 from grader.notebook import Notebook
+from tests.exercise_packages import (
+    BROKEN,
+    BROKEN_PROBLEMS,
+    GOOD_SUITE,
+    exercises_package,
+    forget_package,
+)
 from tests.helpers import ROOT, SCAFFOLDS, SOLUTIONS
 
 CATALOG = load_catalog()
@@ -49,3 +63,76 @@ def test_notebook_fitting_several_exercises_is_refused():
         pytest.skip("needs two exercises")
     with pytest.raises(ExerciseError, match="could be any of .*pass --exercise NAME"):
         find_exercise(Notebook(ROOT / "x.ipynb", nb), CATALOG)
+
+
+# -- broken exercise folders ----------------------------------------------------------------
+
+
+@pytest.fixture
+def broken_catalog(tmp_path, monkeypatch):
+    """A catalog holding `alpha` and one folder per kind of breakage."""
+    yield load_catalog(exercises_package(tmp_path, monkeypatch, {"alpha": GOOD_SUITE, **BROKEN}))
+    forget_package(tmp_path)
+
+
+def test_broken_folders_are_recorded_and_the_others_load(broken_catalog):
+    assert list(broken_catalog) == ["alpha"]
+    assert set(broken_catalog.broken) == set(BROKEN_PROBLEMS)
+    for folder, problem in BROKEN_PROBLEMS.items():
+        reason = broken_catalog.broken[folder]
+        assert problem in reason and folder in reason and "\n" not in reason, reason
+
+
+def test_a_notebook_naming_a_broken_exercise_is_refused_naming_folder_and_problem(broken_catalog):
+    nb = nbformat.v4.new_notebook(metadata={"grader": {"exercise": "bad_syntax"}})
+    with pytest.raises(ExerciseError) as caught:
+        find_exercise(Notebook(ROOT / "x.ipynb", nb), broken_catalog)
+    message = str(caught.value)
+    assert caught.value.exit_code == 2 and "\n" not in message
+    assert "bad_syntax" in message and "cannot be loaded" in message and "SyntaxError" in message
+    with pytest.raises(ExerciseError, match="cannot be loaded: .*no_suite: no suite.py"):
+        find_exercise(Notebook(ROOT / "x.ipynb", nb), broken_catalog, name="no_suite")
+
+
+def test_a_notebook_for_a_loaded_exercise_is_still_found(broken_catalog):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("def alpha(): pass")])
+    assert find_exercise(Notebook(ROOT / "x.ipynb", nb), broken_catalog).id == "alpha"
+
+
+def test_a_notebook_matching_nothing_hears_which_exercises_are_broken(broken_catalog):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    with pytest.raises(ExerciseError, match="broken, so not considered: bad_import, "):
+        find_exercise(Notebook(ROOT / "x.ipynb", nb), broken_catalog)
+
+
+def test_the_bundled_catalog_has_no_broken_folder():
+    assert CATALOG.broken == {}
+
+
+# -- the grading environment ----------------------------------------------------------------
+
+
+def _dependencies() -> set[str]:
+    """Distribution names in pyproject.toml's [project] dependencies, normalised."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    text = (ROOT / "pyproject.toml").read_text()
+    listed = tomllib.loads(text)["project"]["dependencies"]
+    return {re.split(r"[\s<>=!~;\[]", d, maxsplit=1)[0].lower().replace("_", "-") for d in listed}
+
+
+@pytest.mark.parametrize("exercise_id", sorted(CATALOG))
+def test_declared_packages_are_installed_and_are_grader_dependencies(exercise_id):
+    distributions = importlib.metadata.packages_distributions()
+    dependencies = _dependencies()
+    for package in allowed_packages(CATALOG[exercise_id]):
+        importlib.import_module(package)
+        names = {d.lower().replace("_", "-") for d in distributions.get(package, [])}
+        assert names & dependencies, f"{package} ({names or 'no distribution'}) not in pyproject"
+
+
+def test_allowed_packages_are_torch_then_the_exercises_own():
+    exercise = Exercise(id="x", title="-", seed="-", levels=["one"], defines=())
+    assert exercise.packages == ("numpy", "einops")
+    assert allowed_packages(exercise) == ("torch", "numpy", "einops")
+    assert allowed_packages(replace(exercise, packages=("torch",))) == ("torch",)
+    assert allowed_packages(replace(exercise, packages=())) == ("torch",)

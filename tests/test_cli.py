@@ -16,6 +16,14 @@ import nbformat
 import pytest
 
 from grader.cli import main, parse_size
+from grader.exercise import load_catalog
+from tests.exercise_packages import (
+    BROKEN,
+    BROKEN_PROBLEMS,
+    GOOD_SUITE,
+    exercises_package,
+    forget_package,
+)
 from tests.helpers import ROOT, SOLUTIONS, grade, leftovers, notebook_with
 
 
@@ -89,8 +97,39 @@ def test_list_prints_the_catalog(capsys):
     code, out, _ = _run(capsys, "list", "--json")
     rows = json.loads(out)
     assert code == 0
-    assert {"id", "title", "seed", "levels", "points"} <= set(rows[0])
+    assert {"id", "title", "seed", "levels", "points", "packages", "broken"} <= set(rows[0])
     assert "mha_interview" in {r["id"] for r in rows}
+    assert all(r["broken"] is None and "numpy" in r["packages"] for r in rows)
+
+
+@pytest.fixture
+def broken_exercises(tmp_path, monkeypatch):
+    """The catalog is a package of `alpha`, mha_interview (the real one) and broken folders."""
+    suites = {
+        "alpha": GOOD_SUITE,
+        "mha_interview": "from grader.exercises.mha_interview.suite import exercise\n",
+        **BROKEN,
+    }
+    package = exercises_package(tmp_path / "lib", monkeypatch, suites)
+    for module in ("grader.catalog", "grader.grade"):
+        monkeypatch.setattr(f"{module}.load_catalog", lambda: load_catalog(package))
+    yield
+    forget_package(tmp_path / "lib")
+
+
+@pytest.mark.parametrize("as_json", [True, False], ids=["json", "table"])
+def test_list_shows_broken_exercises_with_the_reason(capsys, broken_exercises, as_json):
+    code, out, _ = _run(capsys, "list", *(["--json"] if as_json else []))
+    assert code == 0
+    if as_json:
+        rows = {r["id"]: r for r in json.loads(out)}
+        assert rows["alpha"]["broken"] is None and rows["alpha"]["tests"] == 1
+        for folder, problem in BROKEN_PROBLEMS.items():
+            assert problem in rows[folder]["broken"]
+    else:
+        text = " ".join(out.split())
+        assert "alpha" in text and "Broken" in text and "bad_syntax" in text
+        assert "SyntaxError" in text and "no suite.py" in text
 
 
 def test_build_check_passes_on_this_checkout(capsys):
@@ -147,6 +186,36 @@ def test_notebook_without_metadata_is_matched_by_its_names(tmp_path):
     nbformat.write(nb, path)
     graded = grade(path)
     assert graded.returncode == 0 and graded.report["exercise"] == "mha_interview"
+
+
+@pytest.mark.kernel
+def test_a_broken_exercise_stops_only_its_own_notebooks(tmp_path, capsys, broken_exercises):
+    path = tmp_path / "for_broken.ipynb"
+    nbformat.write(notebook_with("x = 1", exercise="bad_syntax"), path)
+    code, out, err = _run(capsys, str(path))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "'bad_syntax', which cannot be loaded" in err
+    assert "bad_syntax/suite.py, line 2: SyntaxError" in err
+    code, out, err = _run(capsys, str(SOLUTIONS / "mha_interview.ipynb"), "--json")
+    assert code == 0, err
+    assert json.loads(out)["score"] == json.loads(out)["max_score"]
+
+
+@pytest.mark.kernel
+def test_a_missing_package_is_headlined_once(tmp_path):
+    nb = nbformat.read(SOLUTIONS / "mha_interview.ipynb", as_version=4)
+    first = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
+    nb.cells.insert(first, nbformat.v4.new_code_cell("import not_a_real_package_xyz"))
+    path = tmp_path / "imports_missing.ipynb"
+    nbformat.write(nb, path)
+    graded = grade(path)
+    report = graded.report
+    assert report["headlines"] == [
+        f"cell {first + 1}: `not_a_real_package_xyz` is not available in the grading environment"
+    ]
+    assert [e["cell"] for e in report["cell_errors"]] == [first + 1]
+    assert graded.returncode == 0, graded.stderr
 
 
 STARTED_AND_HUNG = """

@@ -226,7 +226,8 @@ def _tampered(tmp_path, extra_cells):
 def test_overriding_comparisons_and_assertions_earns_no_extra_credit(tmp_path):
     baseline = grade(_tampered(tmp_path, ["pass"])).report
     tampered = grade(_tampered(tmp_path, [TAMPERING])).report
-    assert tampered["score"] == baseline["score"] < baseline["max_score"] / 2
+    # No extra credit; rebinding builtins is also machinery, which costs the source scan.
+    assert tampered["score"] <= baseline["score"] < baseline["max_score"] / 2
     statuses = {t["id"]: t["status"] for t in tampered["tests"]}
     assert statuses["weights_are_probabilities"] == "failed"
     assert statuses["parity_without_mask"] == "failed"

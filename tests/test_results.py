@@ -9,7 +9,14 @@ from dataclasses import replace
 from rich.console import Console
 
 from grader.report import render, to_gradescope, to_json, to_junit
-from grader.results import CellError, CheckResult, CutOutput, GradeReport, summarise
+from grader.results import (
+    CellError,
+    CheckResult,
+    CutOutput,
+    GradeReport,
+    headlines,
+    summarise,
+)
 
 LEVELS = ["shapes", "masks", "parity"]
 
@@ -139,3 +146,62 @@ def test_gradescope_results_follow_its_spec():
     assert (a["output"], a["score"], a["max_score"]) == ("", 1, 1)
     assert b["output"] == "not implemented: MHA.forward" and b["visibility"] == "visible"
     assert c["output"] == "timeout: forward ran past 20 s" and c["visibility"] == "after_published"
+
+
+# -- headlines: a package missing from the grading environment, said once ----------------
+
+
+def _missing(cell, module, guard=False):
+    if guard:  # the kernel guard's refusal of a package outside the environment
+        return CellError(
+            cell,
+            "error",
+            f"ModuleNotFoundError: {module} is not available in the grading environment",
+        )
+    return CellError(cell, "error", f"ModuleNotFoundError: No module named '{module}'")
+
+
+def test_a_missing_package_is_headlined_once_at_the_first_cell_that_imports_it():
+    errors = [
+        CellError(1, "error", "NameError: name 'x' is not defined"),
+        _missing(2, "foo"),
+        _missing(5, "foo"),
+        _missing(6, "bar", guard=True),
+        CellError(7, "timeout", "ModuleNotFoundError: No module named 'baz'"),
+    ]
+    assert headlines(errors) == [
+        "cell 2: `foo` is not available in the grading environment",
+        "cell 6: `bar` is not available in the grading environment",
+    ]
+
+
+def test_no_headline_without_a_missing_module():
+    assert (
+        headlines([CellError(3, "error", "ImportError: cannot import name 'x' from 'torch'")]) == []
+    )
+    assert headlines([]) == []
+
+
+def test_a_missing_submodule_is_named_in_full():
+    assert headlines([_missing(4, "torch.not_there")]) == [
+        "cell 4: `torch.not_there` is not available in the grading environment"
+    ]
+
+
+def test_headlines_lead_the_card_and_reach_json_gradescope_and_junit():
+    line = "cell 2: `foo` is not available in the grading environment"
+    report = replace(_report([_t("a", 1, "failed", message="bad")]), headlines=[line])
+    console = Console(record=True, width=120)
+    render(report, console)
+    text = console.export_text()
+    assert line in text and text.index(line) < text.index("Levels")
+    assert json.loads(to_json(report))["headlines"] == [line]
+    assert json.loads(to_gradescope(report))["output"].splitlines()[0] == f"{line}."
+    system_out = ET.fromstring(to_junit(report)).find("system-out").text
+    assert json.loads(system_out)["headlines"] == [line]
+
+
+def test_a_report_without_headlines_says_so_with_an_empty_list():
+    report = _report([_t("a", 1, "passed")])
+    assert json.loads(to_json(report))["headlines"] == []
+    assert json.loads(to_gradescope(report))["output"].startswith("Score 1/1")

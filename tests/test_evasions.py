@@ -1,0 +1,1078 @@
+"""The evasion corpus: notebooks that use an attention built-in and try to keep the
+"from scratch" credit anyway.
+
+Every case starts from solutions/mha_interview.ipynb and swaps its attention maths for a
+built-in (F.scaled_dot_product_attention, nn.MultiheadAttention or
+F.multi_head_attention_forward), keeping every earlier level at full marks. Most cases pair
+a way to hide the built-in from the static scan with a way to hide it from the run-time
+watch; `cover` says which run-time cover a case leans on when its own trick is a static one.
+
+The contract (`assert_caught`): no case gets full marks silently, i.e. it loses points in
+"from scratch" or the report's `integrity` list names something; "no credit" cases (reading
+the hidden suite or its reference) must also score 0 with an integrity finding. A case
+that is caught without an integrity finding must have lost points only in "from scratch":
+losing them earlier would mean the case is broken, not caught.
+
+Every trick is fail-soft: a tampering step the grader refuses (a blocked import, a missing
+shim attribute, no threads) is skipped and the built-in still answers, so each case stays
+correct on the earlier levels whatever the grader does; only detection can cost it points.
+
+`python -m tests.test_evasions [NAME | FAMILY-NUMBER ...]` grades the corpus (or the cases
+named) and prints, per case, the score, whether the levels before "from scratch" are full
+(i.e. it is a working evasion), the from-scratch messages, integrity findings and cell
+errors. `EVASIONS_ONLY=name,3 pytest tests/test_evasions.py` runs only those cases.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tests.helpers import SOLUTIONS, grade
+
+pytestmark = [pytest.mark.kernel, pytest.mark.slow]
+
+SOLUTION = SOLUTIONS / "mha_interview.ipynb"
+SCRATCH_LEVEL = "from scratch"
+FLAGS: tuple[str, ...] = ()  # the default time limits: other kernels may share the machine
+WORKERS = 2
+
+FAILS_FROM_SCRATCH = "fails from scratch"
+INTEGRITY = "integrity finding"
+NO_CREDIT = "no credit"
+
+# -- the solution's attention maths, and what replaces it ----------------------------------
+
+MATHS = """\
+        logits = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        logits = self._apply_masks(logits, attn_mask, key_padding_mask)
+
+        # softmax over a row of -inf is NaN: give fully blocked rows zero weights instead.
+        blocked = torch.isneginf(logits).all(dim=-1, keepdim=True)
+        weights = torch.softmax(logits.masked_fill(blocked, 0.0), dim=-1).masked_fill(blocked, 0.0)
+"""
+
+FORWARD = (
+    """\
+        source = x if kv is None else kv
+        q = self._split_heads(self.q_proj(x))
+        k = self._split_heads(self.k_proj(source))
+        v = self._split_heads(self.v_proj(source))
+
+"""
+    + MATHS
+    + """
+        y = self.out_proj(self._merge_heads(self.dropout(weights) @ v))
+        return y, (weights.mean(dim=1) if need_weights else None)
+"""
+)
+
+INIT = "        self.dropout = nn.Dropout(cfg.dropout_p)\n"
+
+
+def probs(fn: str = "_builtin_probs") -> str:
+    """Forward's attention maths replaced: the masks become an additive bias, and the
+    probabilities come from `fn(q, k, bias)` (a built-in) through `_Probs`."""
+    return (
+        "        bias = self._apply_masks(\n"
+        "            q.new_zeros(*q.shape[:3], k.shape[2]), attn_mask, key_padding_mask\n"
+        "        )\n"
+        f"        weights = _Probs.apply(q, k, bias, {fn})\n"
+    )
+
+
+# The whole forward as one call of F.multi_head_attention_forward (held as `_mhaf`) with the
+# module's own projections: y and the head-averaged weights come from the built-in.
+MHAF_FORWARD = """\
+        source = x if kv is None else kv
+        B, T, E = x.shape
+        H = self.cfg.num_heads
+        mask = attn_mask
+        if mask is not None:
+            if mask.dtype == torch.bool:
+                mask = ~mask
+            if mask.dim() == 4:
+                mask = mask[:, 0].repeat_interleave(H, dim=0)
+        bias = None
+        if self.q_proj.bias is not None:
+            bias = torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])
+        y, w = _mhaf(
+            x.transpose(0, 1), source.transpose(0, 1), source.transpose(0, 1), E, H,
+            torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight]), bias,
+            None, None, False, self.cfg.dropout_p, self.out_proj.weight, self.out_proj.bias,
+            training=self.training,
+            key_padding_mask=None if key_padding_mask is None else ~key_padding_mask,
+            need_weights=True, attn_mask=mask, average_attn_weights=True,
+        )
+        y = torch.nan_to_num(y.transpose(0, 1), nan=0.0)
+        return y, (torch.nan_to_num(w, nan=0.0) if need_weights else None)
+"""
+
+# -- building blocks: the built-in behind a differentiable wrapper -------------------------
+
+# `_run(job)` runs a job wherever the cover puts it; `_attn` is SDPA, however it was found.
+PROBS = '''\
+def _builtin_probs(q, k, bias):
+    """Attention probabilities [B, H, T, S] from the built-in: attend to the identity."""
+    S = k.shape[-2]
+    eye = torch.eye(S, dtype=q.dtype).expand(*k.shape[:-2], S, S)
+    return _attn(q, k, eye, attn_mask=bias)
+
+
+class _Probs(torch.autograd.Function):
+    """fn(q, k, bias) run by `_run`, its backward too (recomputed there with autograd)."""
+
+    @staticmethod
+    def forward(ctx, q, k, bias, fn):
+        ctx.save_for_backward(q, k, bias)
+        ctx.fn = fn
+
+        def job():
+            with torch.no_grad():
+                return fn(q, k, bias)
+
+        return _run(job)
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k, bias = ctx.saved_tensors
+
+        def job():
+            with torch.enable_grad():
+                qq = q.detach().requires_grad_(True)
+                kk = k.detach().requires_grad_(True)
+                return torch.autograd.grad(ctx.fn(qq, kk, bias), (qq, kk), grad)
+
+        dq, dk = _run(job)
+        return dq, dk, None, None
+'''
+
+# Per-head probabilities from an nn.MultiheadAttention with identity projections.
+MODULE_PROBS = """\
+def _module_probs(engine, q, k, bias):
+    B, H, T, Dh = q.shape
+    S = k.shape[2]
+    engine = engine.to(q.dtype)
+    qm = q.transpose(1, 2).reshape(B, T, H * Dh)
+    km = k.transpose(1, 2).reshape(B, S, H * Dh)
+    _, w = engine(
+        qm, km, km, attn_mask=bias.reshape(B * H, T, S),
+        need_weights=True, average_attn_weights=False,
+    )
+    return torch.nan_to_num(w, nan=0.0)
+
+
+def _identity_engine(cls, E, H):
+    engine = cls(E, H, bias=False, batch_first=True)
+    with torch.no_grad():
+        engine.in_proj_weight.copy_(torch.eye(E).repeat(3, 1))
+    return engine.requires_grad_(False).eval()
+"""
+
+# nn.MultiheadAttention, found without naming it.
+MHA_CLASS = """\
+import torch.nn.modules.activation as _act
+
+_MHA = getattr(_act, "Multihead" + "Attention")
+"""
+
+# SDPA, found without naming it (for the cases whose own trick is a run-time one).
+SDPA_JOINED = """\
+import torch.nn.functional as _fun
+
+_attn = getattr(_fun, "_".join(["scaled", "dot", "product", "attention"]))
+"""
+
+SDPA_VARS = '_attn = vars(F)["scaled_dot_product_" + "attention"]\n'
+
+# -- run-time covers: where `_run` runs a job -----------------------------------------------
+
+THREAD = """\
+import threading
+
+
+def _run(job):
+    box = {}
+
+    def target():
+        try:
+            box["value"] = job()
+        except BaseException as error:
+            box["error"] = error
+
+    worker = threading.Thread(target=target)
+    try:
+        worker.start()
+    except Exception:  # threads refused: run it here
+        return job()
+    worker.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+"""
+
+EXECUTOR = """\
+from concurrent.futures import ThreadPoolExecutor
+
+_pool = ThreadPoolExecutor(max_workers=1)
+
+
+def _run(job):
+    try:
+        future = _pool.submit(job)
+    except Exception:  # threads refused: run it here
+        return job()
+    return future.result()
+"""
+
+QUEUE_WORKER = """\
+import queue
+import threading
+
+_jobs = queue.Queue()
+
+
+def _serve_jobs():
+    while True:
+        job, reply = _jobs.get()
+        try:
+            reply.put((True, job()))
+        except BaseException as error:
+            reply.put((False, error))
+
+
+try:
+    threading.Thread(target=_serve_jobs, daemon=True).start()
+    _worker = True
+except Exception:  # threads refused: run jobs here
+    _worker = False
+
+
+def _run(job):
+    if not _worker:
+        return job()
+    reply = queue.Queue(maxsize=1)
+    _jobs.put((job, reply))
+    ok, value = reply.get()
+    if not ok:
+        raise value
+    return value
+"""
+
+THREAD_POOL = """\
+from multiprocessing.pool import ThreadPool
+
+try:
+    _threads = ThreadPool(1)
+except Exception:  # threads refused: run jobs here
+    _threads = None
+
+
+def _run(job):
+    if _threads is None:
+        return job()
+    return _threads.apply(job)
+"""
+
+DIRECT = "def _run(job):\n    return job()\n"
+
+CLEAR_SEEN = """\
+import contextlib
+import sys
+
+
+def _run(job):
+    try:
+        return job()
+    finally:
+        for name, module in list(sys.modules.items()):
+            if name.startswith("_grader_shim"):
+                with contextlib.suppress(Exception):
+                    module._seen.clear()
+"""
+
+# Tampering with the shim, fail-soft: if the grader blocks it, the built-in still answers.
+TAMPER = """\
+import contextlib
+import sys
+
+for _name, _module in list(sys.modules.items()):
+    if not _name.startswith("_grader_shim"):
+        continue
+    with contextlib.suppress(Exception):
+"""
+
+EMPTY_WATCH = (
+    DIRECT
+    + "\n"
+    + TAMPER
+    + (
+        """\
+        _module._watch_functions = frozenset()
+        _module._watch_ops = ()
+"""
+    )
+)
+
+REPLACE_SERVE = (
+    DIRECT
+    + "\n"
+    + TAMPER
+    + (
+        """\
+
+        def _forged_serve(ns, request_path, response_path, _real=_module.serve):
+            _real(ns, request_path, response_path)
+            answer = torch.load(response_path, weights_only=True)
+            answer["seen"] = []
+            torch.save(answer, response_path)
+
+        _module.serve = _forged_serve
+"""
+    )
+)
+
+POP_MODES = """\
+import contextlib
+
+from torch.overrides import _get_current_function_mode_stack, _pop_mode_temporarily
+from torch.utils._python_dispatch import _disable_current_modes
+
+
+def _run(job):
+    stack = contextlib.ExitStack()
+    try:
+        for _ in _get_current_function_mode_stack():
+            stack.enter_context(_pop_mode_temporarily())
+        stack.enter_context(_disable_current_modes())
+    except Exception:  # refused: run it anyway
+        stack.close()
+        return job()
+    with stack:
+        return job()
+"""
+
+TORCH_C_GUARDS = """\
+import contextlib
+
+from torch._C import DisableTorchFunction, _DisableTorchDispatch
+
+
+def _run(job):
+    stack = contextlib.ExitStack()
+    try:
+        stack.enter_context(DisableTorchFunction())
+        stack.enter_context(_DisableTorchDispatch())
+    except Exception:  # refused: run it anyway
+        stack.close()
+        return job()
+    with stack:
+        return job()
+"""
+
+PATCH_SHIM_MODES = (
+    DIRECT
+    + """
+def _pass_through(self, func, types, args=(), kwargs=None):
+    return func(*args, **(kwargs or {}))
+
+
+"""
+    + TAMPER
+    + """\
+        _module._SeeFunctions.__torch_function__ = _pass_through
+        _module._SeeOps.__torch_dispatch__ = _pass_through
+"""
+)
+
+PATCH_MODE_BASES = (
+    DIRECT
+    + """
+import contextlib
+
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+for _base in (TorchFunctionMode, TorchDispatchMode):
+    with contextlib.suppress(Exception):
+        _base.__enter__ = lambda self: self
+        _base.__exit__ = lambda self, *exc: None
+"""
+)
+
+GC_REFERRERS = (
+    DIRECT
+    + """
+import contextlib
+import gc
+
+with contextlib.suppress(Exception):
+    for _owner in gc.get_referrers(torch.load):
+        if isinstance(_owner, dict) and "_seen" in _owner and "serve" in _owner:
+            _owner["_watch_functions"] = frozenset()
+            _owner["_watch_ops"] = ()
+"""
+)
+
+CTYPES_GLOBALS = (
+    DIRECT
+    + """
+import ctypes
+
+_set_item = ctypes.pythonapi.PyDict_SetItem
+_set_item.argtypes = (ctypes.py_object, ctypes.py_object, ctypes.py_object)
+
+"""
+    + TAMPER
+    + """\
+        _set_item(_module.__dict__, "_SeeFunctions", contextlib.nullcontext)
+        _set_item(_module.__dict__, "_SeeOps", contextlib.nullcontext)
+"""
+)
+
+SHIM_CALL_UNWATCHED = (
+    TAMPER
+    + """\
+
+        def _unwatched_call(request, ns, _real=_module._call, _shim=_module):
+            saved = _shim._SeeFunctions, _shim._SeeOps
+            _shim._SeeFunctions = _shim._SeeOps = contextlib.nullcontext
+            try:
+                return _real(request, ns)
+            finally:
+                _shim._SeeFunctions, _shim._SeeOps = saved
+
+        _module._call = _unwatched_call
+"""
+)
+
+# -- static tricks for family 4 -------------------------------------------------------------
+
+EXEC_SOURCE = base64.b64encode(b"_attn = F.scaled_dot_product_attention\n").decode()
+
+# -- family 5: IPython -------------------------------------------------------------------------
+
+# Python that the static scan cannot see: a line that starts with "%" ends the string, so
+# the scan (which blanks such lines) finds an unterminated string and skips the cell.
+HIDDEN_HELPER = (
+    '_DOC = """helper\n%s"""\n\n'
+    + "import torch\nimport torch.nn.functional as F\n\n"
+    + "_attn = F.scaled_dot_product_attention\n\n"
+    + QUEUE_WORKER
+    + "\n\n"
+    + PROBS
+)
+
+SERVER = """\
+import io
+import sys
+
+import torch
+import torch.nn.functional as F
+
+inp, out = sys.stdin.buffer, sys.stdout.buffer
+
+
+def probs(q, k, bias):
+    S = k.shape[-2]
+    eye = torch.eye(S, dtype=q.dtype).expand(*k.shape[:-2], S, S)
+    return F.scaled_dot_product_attention(q, k, eye, attn_mask=bias)
+
+
+while True:
+    size = int.from_bytes(inp.read(8), "little")
+    if not size:
+        break
+    op, q, k, bias, grad = torch.load(io.BytesIO(inp.read(size)))
+    if op == "forward":
+        with torch.no_grad():
+            result = probs(q, k, bias)
+    else:
+        q.requires_grad_(True)
+        k.requires_grad_(True)
+        result = torch.autograd.grad(probs(q, k, bias), (q, k), grad)
+    buffer = io.BytesIO()
+    torch.save(result, buffer)
+    out.write(len(buffer.getvalue()).to_bytes(8, "little") + buffer.getvalue())
+    out.flush()
+"""
+
+SERVER_CLIENT = '''\
+import io
+import subprocess
+import sys
+
+_server = subprocess.Popen(
+    [sys.executable, "attn_server.py"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+)
+
+
+def _ask(*request):
+    buffer = io.BytesIO()
+    torch.save(request, buffer)
+    _server.stdin.write(len(buffer.getvalue()).to_bytes(8, "little") + buffer.getvalue())
+    _server.stdin.flush()
+    size = int.from_bytes(_server.stdout.read(8), "little")
+    return torch.load(io.BytesIO(_server.stdout.read(size)))
+
+
+class _Probs(torch.autograd.Function):
+    """Attention probabilities computed by another process, backward too."""
+
+    @staticmethod
+    def forward(ctx, q, k, bias, fn):
+        ctx.save_for_backward(q, k, bias)
+        return _ask("forward", q.detach(), k.detach(), bias, None)
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k, bias = ctx.saved_tensors
+        dq, dk = _ask("backward", q.detach(), k.detach(), bias, grad)
+        return dq, dk, None, None
+'''
+
+# -- the corpus -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Evasion:
+    """The solution with `replace` pairs applied (each old text found exactly once), `cells`
+    inserted before the MultiHeadAttention cell and `after` appended at the end."""
+
+    name: str
+    family: str
+    expect: str
+    cells: tuple[str, ...]
+    replace: tuple[tuple[str, str], ...] = ((MATHS, probs()),)
+    after: tuple[str, ...] = ()
+    cover: str = ""  # the run-time cover a static trick leans on
+
+
+def sdpa_case(name, family, expect, lookup, cover, cover_name="", *more, **kw) -> Evasion:
+    return Evasion(
+        name, family, expect, (lookup + "\n" + cover, PROBS, *more), cover=cover_name, **kw
+    )
+
+
+def module_case(name, family, expect, cells, init, fn, cover_name, **kw) -> Evasion:
+    """nn.MultiheadAttention with identity projections gives the per-head probabilities;
+    `init` is added to __init__, `fn` is forward's fn(q, k, bias)."""
+    return Evasion(
+        name,
+        family,
+        expect,
+        cells,
+        replace=((INIT, INIT + init), (MATHS, probs(fn))),
+        cover=cover_name,
+        **kw,
+    )
+
+
+THREADS, WATCH_OFF, HIDDEN_MODULE, NAMES, IPYTHON, GRADER = (
+    "1 threads",
+    "2 watches off",
+    "3 module hidden",
+    "4 names",
+    "5 ipython",
+    "6 grader",
+)
+MODULE_BASE = MHA_CLASS + "\n" + MODULE_PROBS
+
+EVASIONS = [
+    # 1. the built-in runs in another thread: torch modes are per thread
+    sdpa_case("thread_per_call", THREADS, FAILS_FROM_SCRATCH, SDPA_JOINED, THREAD),
+    sdpa_case("thread_pool_executor", THREADS, FAILS_FROM_SCRATCH, SDPA_JOINED, EXECUTOR),
+    sdpa_case("persistent_queue_worker", THREADS, FAILS_FROM_SCRATCH, SDPA_JOINED, QUEUE_WORKER),
+    sdpa_case("multiprocessing_thread_pool", THREADS, FAILS_FROM_SCRATCH, SDPA_JOINED, THREAD_POOL),
+    # 2. the grader's watches switched off or emptied from candidate code
+    sdpa_case("clears_shim_seen_after_each_call", WATCH_OFF, INTEGRITY, SDPA_JOINED, CLEAR_SEEN),
+    sdpa_case("empties_shim_watch_lists", WATCH_OFF, INTEGRITY, SDPA_JOINED, EMPTY_WATCH),
+    sdpa_case(
+        "replaces_shim_serve_to_forge_seen", WATCH_OFF, INTEGRITY, SDPA_JOINED, REPLACE_SERVE
+    ),
+    sdpa_case("pops_modes_with_python_helpers", WATCH_OFF, INTEGRITY, SDPA_JOINED, POP_MODES),
+    sdpa_case(
+        "disables_modes_via_torch_C_imports", WATCH_OFF, INTEGRITY, SDPA_JOINED, TORCH_C_GUARDS
+    ),
+    sdpa_case("patches_shim_mode_methods", WATCH_OFF, INTEGRITY, SDPA_JOINED, PATCH_SHIM_MODES),
+    sdpa_case(
+        "patches_mode_base_classes_enter", WATCH_OFF, INTEGRITY, SDPA_JOINED, PATCH_MODE_BASES
+    ),
+    # 3. an nn.MultiheadAttention held where the module check does not look
+    module_case(
+        "module_in_a_list_attribute",
+        HIDDEN_MODULE,
+        FAILS_FROM_SCRATCH,
+        (MODULE_BASE + "\n" + THREAD, PROBS),
+        "        self._engines = [_identity_engine(_MHA, cfg.embed_dim, cfg.num_heads)]\n",
+        "lambda q, k, b: _module_probs(self._engines[0], q, k, b)",
+        "thread",
+    ),
+    module_case(
+        "module_in_a_dict_attribute",
+        HIDDEN_MODULE,
+        FAILS_FROM_SCRATCH,
+        (MODULE_BASE + "\n" + EXECUTOR, PROBS),
+        '        self._bank = {"engine": _identity_engine(_MHA, cfg.embed_dim, cfg.num_heads)}\n',
+        'lambda q, k, b: _module_probs(self._bank["engine"], q, k, b)',
+        "executor thread",
+    ),
+    module_case(
+        "module_in_a_closure",
+        HIDDEN_MODULE,
+        FAILS_FROM_SCRATCH,
+        (
+            MODULE_BASE + "\n" + QUEUE_WORKER,
+            PROBS,
+            "def _closure(E, H):\n    engine = _identity_engine(_MHA, E, H)\n\n"
+            "    def attend(q, k, bias):\n        return _module_probs(engine, q, k, bias)\n\n"
+            "    return attend\n",
+        ),
+        "        self._attend = _closure(cfg.embed_dim, cfg.num_heads)\n",
+        "self._attend",
+        "queue worker thread",
+    ),
+    module_case(
+        "module_in_a_global_cache",
+        HIDDEN_MODULE,
+        FAILS_FROM_SCRATCH,
+        (
+            MODULE_BASE + "\n" + CLEAR_SEEN,
+            PROBS,
+            "_ENGINES = {}\n\n\ndef _global_probs(q, k, bias):\n"
+            "    key = (q.shape[1] * q.shape[3], q.shape[1])\n"
+            "    if key not in _ENGINES:\n        _ENGINES[key] = _identity_engine(_MHA, *key)\n"
+            "    return _module_probs(_ENGINES[key], q, k, bias)\n",
+        ),
+        "",
+        "_global_probs",
+        "clears shim _seen",
+    ),
+    module_case(
+        "module_in_a_functools_partial",
+        HIDDEN_MODULE,
+        FAILS_FROM_SCRATCH,
+        ("import functools\n\n" + MODULE_BASE + "\n" + THREAD, PROBS),
+        "        self._attend = functools.partial(\n"
+        "            _module_probs, _identity_engine(_MHA, cfg.embed_dim, cfg.num_heads)\n"
+        "        )\n",
+        "self._attend",
+        "thread",
+    ),
+    module_case(
+        "registered_subclass_with_another_name",
+        HIDDEN_MODULE,
+        FAILS_FROM_SCRATCH,
+        (
+            MODULE_BASE + "\n" + THREAD,
+            PROBS,
+            '''\
+class Mixer(_MHA):
+    """The built-in module under another name, its weights held as buffers."""
+
+    def __init__(self, E, H):
+        super().__init__(E, H, bias=False, batch_first=True)
+        del self.in_proj_weight
+        self.register_buffer("in_proj_weight", torch.eye(E).repeat(3, 1))
+        weight = self.out_proj.weight.detach().clone()
+        del self.out_proj.weight
+        self.out_proj.register_buffer("weight", weight)
+''',
+        ),
+        "        self.mixer = Mixer(cfg.embed_dim, cfg.num_heads)\n",
+        "lambda q, k, b: _module_probs(self.mixer, q, k, b)",
+        "thread",
+    ),
+    # 4. the built-in reached through names and objects the static scan does not follow
+    sdpa_case(
+        "getattr_chain_through_sys_modules",
+        NAMES,
+        INTEGRITY,
+        'import sys\n\n_attn = getattr(getattr(getattr(sys.modules["torch"], "nn"), "functional"),'
+        ' "_".join(["scaled", "dot", "product", "attention"]))\n',
+        QUEUE_WORKER,
+        "queue worker thread",
+    ),
+    sdpa_case(
+        "vars_of_functional", NAMES, INTEGRITY, SDPA_VARS, QUEUE_WORKER, "queue worker thread"
+    ),
+    sdpa_case(
+        "operator_attrgetter",
+        NAMES,
+        INTEGRITY,
+        'import operator\n\n_attn = operator.attrgetter("nn.functional.scaled_dot_product_"'
+        ' + "attention")(torch)\n',
+        THREAD,
+        "thread",
+    ),
+    sdpa_case(
+        "type_getattribute",
+        NAMES,
+        INTEGRITY,
+        '_attn = type(F).__getattribute__(F, "scaled_dot_product_" + "attention")\n',
+        QUEUE_WORKER,
+        "queue worker thread",
+    ),
+    sdpa_case(
+        "rot13_name_in_module_dict",
+        NAMES,
+        INTEGRITY,
+        'import codecs\n\n_attn = F.__dict__[codecs.decode("fpnyrq_qbg_cebqhpg_nggragvba", "rot13")]\n',
+        EMPTY_WATCH,
+        "empties shim watch lists",
+    ),
+    sdpa_case(
+        "base64_through_builtins_exec",
+        NAMES,
+        INTEGRITY,
+        f'import base64\nimport builtins\n\nvars(builtins)["ex" + "ec"](base64.b64decode("{EXEC_SOURCE}").decode(), globals())\n',
+        QUEUE_WORKER,
+        "queue worker thread",
+    ),
+    sdpa_case(
+        "pickle_global_opcode",
+        NAMES,
+        INTEGRITY,
+        'import pickle\n\n_attn = pickle.loads(b"ctorch.nn.functional\\nscaled_dot_product_attention\\n.")\n',
+        THREAD,
+        "thread",
+    ),
+    sdpa_case(
+        "function_found_by_dunder_name",
+        NAMES,
+        INTEGRITY,
+        "_attn = next(\n    f for f in torch.nn.functional.__dict__.values()\n"
+        '    if getattr(f, "__name__", "") == "scaled_dot_" + "product_attention"\n)\n',
+        EXECUTOR,
+        "executor thread",
+    ),
+    module_case(
+        "module_class_from_activation_dict",
+        NAMES,
+        INTEGRITY,
+        (
+            '_MHA = torch.nn.modules.activation.__dict__["Multihead" + "Attention"]\n\n'
+            + MODULE_PROBS
+            + "\n"
+            + QUEUE_WORKER,
+            PROBS,
+        ),
+        "        self._engines = [_identity_engine(_MHA, cfg.embed_dim, cfg.num_heads)]\n",
+        "lambda q, k, b: _module_probs(self._engines[0], q, k, b)",
+        "queue worker thread",
+    ),
+    Evasion(
+        "mha_forward_found_by_dunder_name",
+        NAMES,
+        INTEGRITY,
+        (
+            "_mhaf = next(\n    f for f in vars(F).values()\n"
+            '    if getattr(f, "__name__", "") == "multi_head_attention_" + "forward"\n)\n\n'
+            + SHIM_CALL_UNWATCHED,
+        ),
+        replace=((FORWARD, MHAF_FORWARD),),
+        cover="shim _call swapped for an unwatched one",
+    ),
+    # 5. IPython magics and shell keep the code out of the scanned source
+    Evasion(
+        "ipython_assignment_makes_cell_unparsable",
+        IPYTHON,
+        INTEGRITY,
+        ("_here = %pwd\n\n_attn = F.scaled_dot_product_attention\n\n" + QUEUE_WORKER, PROBS),
+        cover="queue worker thread",
+    ),
+    Evasion(
+        "writefile_then_import",
+        IPYTHON,
+        INTEGRITY,
+        (
+            "%%writefile attn_helper.py\n" + HIDDEN_HELPER,
+            "import os\nimport sys\n\nsys.path.insert(0, os.getcwd())\n"
+            "from attn_helper import _Probs, _builtin_probs\n",
+        ),
+        cover="queue worker thread",
+    ),
+    Evasion(
+        "run_an_ipy_script",
+        IPYTHON,
+        INTEGRITY,
+        (
+            "%%writefile attn_helper.ipy\n_here = %pwd\n_attn = F.scaled_dot_product_attention\n\n"
+            + THREAD
+            + "\n\n"
+            + PROBS,
+            "%run -i attn_helper.ipy\n",
+        ),
+        cover="thread",
+    ),
+    Evasion(
+        "load_ext_pushes_helpers",
+        IPYTHON,
+        INTEGRITY,
+        (
+            "%%writefile attn_ext.py\n" + HIDDEN_HELPER + "\n\ndef load_ipython_extension(ip):\n"
+            '    ip.push({"_Probs": _Probs, "_builtin_probs": _builtin_probs})\n',
+            "import os\nimport sys\n\nsys.path.insert(0, os.getcwd())\n",
+            "%load_ext attn_ext\n",
+        ),
+        cover="queue worker thread",
+    ),
+    Evasion(
+        "run_cell_from_base64",
+        IPYTHON,
+        INTEGRITY,
+        (
+            'import base64\n\nget_ipython().run_cell(base64.b64decode("'
+            + base64.b64encode(
+                ("_attn = F.scaled_dot_product_attention\n\n" + THREAD + "\n\n" + PROBS).encode()
+            ).decode()
+            + '").decode())\n',
+        ),
+        cover="thread",
+    ),
+    Evasion(
+        "capture_cell_with_input_transformer",
+        IPYTHON,
+        INTEGRITY,
+        (
+            "%%capture\n"
+            "def _expand(lines):\n"
+            '    return [line.replace("BUILTIN", "F.scaled_dot_product_" + "attention") for line in lines]\n\n\n'
+            "get_ipython().input_transformers_cleanup.append(_expand)\n",
+            "_attn = BUILTIN\n\n" + EXECUTOR,
+            PROBS,
+        ),
+        cover="executor thread",
+    ),
+    Evasion(
+        "bash_writes_a_subprocess_server",
+        IPYTHON,
+        INTEGRITY,
+        (
+            "%%bash\ntee attn_server.py > /dev/null <<'EOF'\n" + SERVER + "EOF\n",
+            SERVER_CLIENT,
+        ),
+        replace=((MATHS, probs("None")),),
+        cover="another process",
+    ),
+    # 6. the grader itself: its hidden suite, its reference, its shim
+    module_case(
+        "imports_the_hidden_suite",
+        GRADER,
+        NO_CREDIT,
+        (
+            "try:\n"
+            "    import grader.exercises.mha_interview.suite as _suite\n\n"
+            "    _oracle = _suite.att.oracle\n"
+            "except Exception:\n"
+            "    _oracle = None\n\n" + MODULE_BASE + "\n" + THREAD,
+            PROBS,
+            "def _oracle_probs(q, k, bias):\n"
+            "    E, H = q.shape[1] * q.shape[3], q.shape[1]\n"
+            "    if _oracle is None:  # the grader refused: torch's own module will do\n"
+            "        return _module_probs(_identity_engine(_MHA, E, H), q, k, bias)\n"
+            "    eye = (torch.eye(E, dtype=q.dtype), None)\n"
+            "    return _module_probs(_oracle(E, H, eye, eye, eye, eye, dtype=q.dtype), q, k, bias)\n",
+        ),
+        "",
+        "_oracle_probs",
+        "thread",
+    ),
+    module_case(
+        "delegates_to_the_reference_oracle",
+        GRADER,
+        NO_CREDIT,
+        (
+            "try:\n"
+            "    from grader.exercises import _attention as _reference\n\n"
+            "    _oracle = _reference.oracle\n"
+            "except Exception:\n"
+            "    _oracle = None\n\n" + MODULE_BASE + "\n" + QUEUE_WORKER,
+            PROBS,
+            "def _oracle_probs(q, k, bias):\n"
+            "    E, H = q.shape[1] * q.shape[3], q.shape[1]\n"
+            "    if _oracle is None:  # the grader refused: torch's own module will do\n"
+            "        return _module_probs(_identity_engine(_MHA, E, H), q, k, bias)\n"
+            "    eye = (torch.eye(E, dtype=q.dtype), None)\n"
+            "    return _module_probs(_oracle(E, H, eye, eye, eye, eye, dtype=q.dtype), q, k, bias)\n",
+        ),
+        "",
+        "_oracle_probs",
+        "queue worker thread",
+    ),
+    module_case(
+        "reads_grader_files_and_runs_them",
+        GRADER,
+        NO_CREDIT,
+        (
+            "import builtins\nimport os\nimport sys\n\n_reference = {}\n"
+            "try:  # the installed package's files, found on the path without importing it\n"
+            "    _root = next(p for p in sys.path if os.path.isfile(os.path.join(p, 'grader', 'exercises', '_attention.py')))\n"
+            "    _source = open(os.path.join(_root, 'grader', 'exercises', '_attention.py')).read()\n"
+            "    _source = _source.replace('from grader import checks', 'checks = None')\n"
+            "    _source = _source.replace('from grader.checks import Failed', 'Failed = Exception')\n"
+            '    vars(builtins)["ex" + "ec"](_source, _reference)\n'
+            "    _oracle = _reference['oracle']\n"
+            "except Exception:\n"
+            "    _oracle = None\n\n" + MODULE_BASE + "\n" + THREAD,
+            PROBS,
+            "def _oracle_probs(q, k, bias):\n"
+            "    E, H = q.shape[1] * q.shape[3], q.shape[1]\n"
+            "    if _oracle is None:  # the grader refused: torch's own module will do\n"
+            "        return _module_probs(_identity_engine(_MHA, E, H), q, k, bias)\n"
+            "    eye = (torch.eye(E, dtype=q.dtype), None)\n"
+            "    return _module_probs(_oracle(E, H, eye, eye, eye, eye, dtype=q.dtype), q, k, bias)\n",
+        ),
+        "",
+        "_oracle_probs",
+        "thread",
+    ),
+    sdpa_case("gc_referrers_reach_the_shim", GRADER, INTEGRITY, SDPA_VARS, GC_REFERRERS),
+    sdpa_case("ctypes_rewrites_shim_globals", GRADER, INTEGRITY, SDPA_VARS, CTYPES_GLOBALS),
+]
+
+
+def build(case: Evasion, folder: Path) -> Path:
+    nb = nbformat.read(SOLUTION, as_version=4)
+    for old, new in case.replace:
+        hits = [c for c in nb.cells if c.cell_type == "code" and old in c.source]
+        assert len(hits) == 1 and hits[0].source.count(old) == 1, f"{case.name}: {old[:60]!r}"
+        hits[0].source = hits[0].source.replace(old, new)
+    at = next(i for i, c in enumerate(nb.cells) if "class MultiHeadAttention" in c.source)
+    nb.cells[at:at] = [nbformat.v4.new_code_cell(s) for s in case.cells]
+    nb.cells += [nbformat.v4.new_code_cell(s) for s in case.after]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{case.name}.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def level(report: dict, name: str) -> dict:
+    return next(lv for lv in report["levels"] if lv["name"] == name)
+
+
+def earlier_levels_full(report: dict) -> bool:
+    names = [lv["name"] for lv in report["levels"]]
+    before = names[: names.index(SCRATCH_LEVEL)]
+    return all(level(report, n)["score"] == level(report, n)["max_score"] for n in before)
+
+
+def assert_caught(report: dict, expected: str) -> None:
+    """The notebook does not get full marks silently: it loses points in "from scratch" or
+    the report has an integrity finding. "no credit" also means score 0 with a finding."""
+    findings = report.get("integrity") or []
+    scratch = level(report, SCRATCH_LEVEL)
+    lost = scratch["score"] < scratch["max_score"]
+    assert lost or findings, (
+        f"full marks silently: score {report['score']}/{report['max_score']}, no integrity finding"
+    )
+    for finding in findings:
+        assert {"kind", "message"} <= set(finding), finding
+    if expected == NO_CREDIT:
+        assert report["score"] == 0 and findings, (report["score"], findings)
+    elif not findings:
+        # caught by "from scratch" alone: the case must be otherwise correct, or it proves nothing
+        assert earlier_levels_full(report), [
+            (t["id"], t["status"], t["message"]) for t in report["tests"] if t["status"] != "passed"
+        ]
+
+
+def grade_all(cases: list[Evasion], folder: Path) -> dict:
+    with ThreadPoolExecutor(WORKERS) as pool:
+        futures = {c.name: pool.submit(grade, build(c, folder), *FLAGS) for c in cases}
+        return {name: future.result() for name, future in futures.items()}
+
+
+def selected(names: list[str]) -> list[Evasion]:
+    """The cases named (or whose family number is given); all of them for none."""
+    return [c for c in EVASIONS if not names or c.name in names or c.family[0] in names]
+
+
+# EVASIONS_ONLY="name,name,3" grades only those cases (names or family numbers).
+ONLY = [n for n in os.environ.get("EVASIONS_ONLY", "").split(",") if n]
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("evasions")
+    return grade_all(selected(ONLY), folder), grade(SOLUTION, *FLAGS)
+
+
+def test_corpus_covers_every_family():
+    assert len(EVASIONS) >= 18
+    assert len({c.name for c in EVASIONS}) == len(EVASIONS)
+    families = {}
+    for case in EVASIONS:
+        families[case.family] = families.get(case.family, 0) + 1
+        assert case.expect in (FAILS_FROM_SCRATCH, INTEGRITY, NO_CREDIT), case.name
+    assert len(families) == 6 and min(families.values()) >= 2, families
+
+
+def test_honest_reference_gets_full_marks_and_no_finding(graded):
+    _, reference = graded
+    report = reference.report
+    assert report["score"] == report["max_score"] > 0, reference.stderr[-2000:]
+    assert report.get("integrity", []) == []
+
+
+@pytest.mark.parametrize("case", EVASIONS, ids=lambda c: c.name)
+def test_evasion_is_caught(graded, case):
+    if case.name not in graded[0]:
+        pytest.skip("not in EVASIONS_ONLY")
+    result = graded[0][case.name]
+    assert result.returncode in (0, 1), (result.returncode, result.stderr[-2000:])
+    assert_caught(result.report, case.expect)
+
+
+def main(argv: list[str]) -> int:
+    """Grade the corpus once and print what today's grader makes of each case."""
+    import tempfile
+
+    # as tests/conftest.py does: the `grade` subprocesses import this checkout's grader
+    os.environ.setdefault("PYTHONPATH", str(Path(__file__).resolve().parent.parent))
+    chosen = selected(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        results = grade_all(chosen, Path(tmp))
+    silent = 0
+    for case in chosen:
+        result = results[case.name]
+        try:
+            report = result.report
+        except ValueError:
+            print(f"{case.name:45} exit {result.returncode}: {result.stderr.strip()[-300:]}")
+            continue
+        scratch = level(report, SCRATCH_LEVEL)
+        findings = report.get("integrity") or []
+        full = scratch["score"] == scratch["max_score"] and not findings
+        silent += full
+        verdict = "FULL MARKS SILENTLY" if full else "caught"
+        print(
+            f"{case.family:16} {case.name:45} {report['score']:>3}/{report['max_score']} "
+            f"earlier levels {'full' if earlier_levels_full(report) else 'NOT FULL'}; {verdict}"
+        )
+        bad = [t for t in report["tests"] if t["status"] != "passed"]
+        for t in [t for t in bad if t["level_name"] == SCRATCH_LEVEL]:
+            print(f"    {t['id']} {t['status']}: {t['message'][:220]}")
+        earlier = [t for t in bad if t["level_name"] != SCRATCH_LEVEL]
+        if earlier:
+            first = earlier[0]
+            print(
+                f"    {len(earlier)} earlier tests not passed, first {first['id']}: {first['message'][:160]}"
+            )
+        for finding in findings:
+            print(f"    integrity {finding.get('kind')}: {str(finding.get('message'))[:160]}")
+        for error in report["cell_errors"][:2]:
+            print(f"    cell {error['cell']} {error['kind']}: {error['message'][:160]}")
+    print(f"{silent} of {len(chosen)} cases get full marks silently")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
