@@ -213,3 +213,71 @@ def test_the_sandbox_shows_the_grader_s_folders_empty():
     )
     output = session.cells[0].output
     assert output.count(" 0\n") == len(folders), output
+
+
+# -- a fixed grading environment, through the CLI ----------------------------------------
+
+BUILD_WHEEL = """
+import base64, hashlib, zipfile
+files = {
+    "gradetestpkg.py": "VALUE = 1\\n",
+    "gradetestpkg-1.0.dist-info/METADATA": "Metadata-Version: 2.1\\nName: gradetestpkg\\nVersion: 1.0\\n",
+    "gradetestpkg-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
+}
+def digest(text):
+    return base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).decode().rstrip("=")
+record = "".join(f"{name},sha256={digest(text)},{len(text)}\\n" for name, text in files.items())
+with zipfile.ZipFile("gradetestpkg-1.0-py3-none-any.whl", "w") as wheel:
+    for name, text in files.items():
+        wheel.writestr(name, text)
+    wheel.writestr("gradetestpkg-1.0.dist-info/RECORD", record + "gradetestpkg-1.0.dist-info/RECORD,,\\n")
+"""
+
+MUTATIONS = (
+    BUILD_WHEEL,
+    "!pip install --no-index gradetestpkg-1.0-py3-none-any.whl",
+    "%pip install --no-index --force-reinstall gradetestpkg-1.0-py3-none-any.whl",
+    "import os, pwd, site\n"
+    "for folder in [*site.getsitepackages(), os.path.join(pwd.getpwuid(os.getuid()).pw_dir,"
+    " '.local/lib/python3.11/site-packages')]:\n"
+    "    for name, text in [('gradetestpkg.py', 'VALUE = 2'), ('gradetestpkg.pth', 'import os')]:\n"
+    "        try:\n            open(os.path.join(folder, name), 'w').write(text)\n"
+    "        except OSError as e:\n            print(e)",
+)
+
+
+def site_listing() -> set[str]:
+    import site
+
+    return {str(p) for folder in site.getsitepackages() for p in Path(folder).iterdir()}
+
+
+@pytest.mark.kernel
+def test_a_notebook_cannot_change_what_a_later_grading_sees(tmp_path):
+    import nbformat
+
+    from tests.helpers import SOLUTIONS, grade
+
+    def notebook(name: str, *cells: str) -> Path:
+        nb = nbformat.read(SOLUTIONS / "mha_interview.ipynb", as_version=4)
+        nb.cells += [nbformat.v4.new_code_cell(c) for c in cells]
+        path = tmp_path / f"{name}.ipynb"
+        nbformat.write(nb, path)
+        return path
+
+    def verdict(report: dict) -> tuple:
+        statuses = tuple((t["id"], t["status"]) for t in report["tests"])
+        return report["score"], statuses, tuple(report["headlines"])
+
+    clean = notebook("clean", "import gradetestpkg")
+    before = site_listing()
+    first = grade(clean).report
+    mutating = grade(notebook("mutating", *MUTATIONS, "import gradetestpkg")).report
+    third = grade(clean).report
+    assert site_listing() == before
+    assert verdict(first) == verdict(third)
+    assert first["headlines"] == [
+        "cell 8: `gradetestpkg` is not available in the grading environment"
+    ]
+    refused = [f["message"] for f in mutating["integrity"] if f["kind"] == "environment"]
+    assert len(refused) >= 2 and all("read-only" in m or "not in" in m for m in refused), refused

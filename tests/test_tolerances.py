@@ -161,23 +161,14 @@ SEED_001_FUNCTION = """def multi_head_attention(q, k, v, num_heads, d_model, mas
     return F.linear(output, out_proj_weight, out_proj_bias)  # changed: the given weights
 """
 
-STATIC_SCAN = "no_builtin_attention_in_source"
-
-
 @pytest.mark.kernel
 def test_seed_001_with_its_reshape_fixed_earns_full_marks(tmp_path):
-    """It scored 44/58 when float64 parity was checked at atol 1e-10."""
+    """It scored 44/58 when float64 parity was checked at atol 1e-10, and lost the source
+    scan because its own helper is named scaled_dot_product_attention."""
     path = tmp_path / "seed_001.ipynb"
     nbformat.write(notebook_with(SEED_001_HELPER, SEED_001_FUNCTION, exercise="mha_parity"), path)
-    graded = grade(path)
-    report = graded.report
-    failing = {t["id"]: t["message"] for t in report["tests"] if t["status"] != "passed"}
-    assert set(failing) <= {STATIC_SCAN}, failing
-    if failing:
-        # The seed's helper is named scaled_dot_product_attention, which the static scan
-        # mistakes for the built-in; the scan is being fixed separately.
-        pytest.xfail(f"static scan false alarm, fixed separately: {failing[STATIC_SCAN]}")
-    assert_full_marks(graded)
+    report = assert_full_marks(grade(path))
+    assert report["integrity"] == []
 
 
 @pytest.mark.kernel
