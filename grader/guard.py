@@ -222,7 +222,10 @@ def _make_hook(record, state, protected, config, workdir):
     hidden = tuple(os.path.realpath(p) for p in config["hidden"])
     environment = tuple(os.path.realpath(p) for p in config["environment"])
     allowed = frozenset(config["allowed_imports"]) | frozenset(sys.stdlib_module_names)
+    # The grader's package, and its folders' names (an `exercises` imported from a source
+    # tree put on sys.path is the hidden suites).
     blocked = frozenset(config["blocked_imports"])
+    folders = frozenset(os.path.basename(p) for p in hidden) - blocked
     private_proc = ("/fd", "/mem", "/maps", "/environ")
     watched = frozenset(
         {
@@ -333,7 +336,7 @@ def _make_hook(record, state, protected, config, workdir):
         if event == "import":
             name = str(args[0])
             top = name.partition(".")[0]
-            if top in blocked:
+            if top in blocked or top in folders and not _local(top, workdir):
                 refuse("hidden", f"import {name} (the grader's own package)", ImportError)
             if top not in allowed and candidate_import() and not _local(top, workdir):
                 _record("environment", f"import {top}: not in the grading environment")

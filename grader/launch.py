@@ -22,7 +22,9 @@ _HERE = Path(__file__).parent
 SHIM_SOURCE = (_HERE / "guard.py").read_text() + "\n\n" + (_HERE / "shim.py").read_text()
 # Always importable by candidates besides the standard library and the declared packages.
 RUNTIME_PACKAGES = ("torch", "IPython", "ipykernel")
-# Runs in an isolated interpreter without site processing (`-I -S -B`): sets the
+# Runs in an interpreter that ignores PYTHON* variables, the user site and site processing
+# (`-E -s -S -B`; not `-I`, which would keep IPython from adding the notebook's folder to
+# the path): sets the
 # address-space limit, puts exactly the grading environment on the path, and runs the
 # kernel (argv: limit, path as JSON, "--", kernel arguments...). So no .pth file,
 # sitecustomize, user site or PYTHON* variable a notebook may have planted takes effect.
@@ -56,7 +58,7 @@ def kernel_manager(
         KernelStartError: `sandboxed` and bubblewrap is missing.
     """
     argv = [
-        sys.executable, "-I", "-S", "-B", "-c", _LAUNCH,
+        sys.executable, "-E", "-s", "-S", "-B", "-c", _LAUNCH,
         str(memory_bytes or 0), json.dumps(kernel_path()), "--",
         "-f", "{connection_file}",
         # Load torch while the kernel boots, in parallel with the grader's own start-up;
@@ -120,7 +122,8 @@ def start_options(root: Path, workdir: Path, token: str, records_fd: int) -> dic
 
 def kernel_path() -> list[str]:
     """The kernel's import path: the grader's own, limited to the interpreter's folders
-    (standard library and site-packages), so that paths a .pth file added are not on it."""
+    (standard library and site-packages), so that paths a .pth file added are not on it.
+    (IPython puts the notebook's own folder in front of site-packages, as usual.)"""
     prefixes = tuple({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
     path = []
     for entry in sys.path:

@@ -202,6 +202,13 @@ def test_the_environment_is_read_only_and_limited_to_what_is_declared():
 
 
 @pytest.mark.kernel
+def test_a_module_the_notebook_writes_in_its_folder_imports_as_usual():
+    session, _ = run("open('helper.py', 'w').write('X = 41')\nimport helper\nprint(helper.X + 1)")
+    assert session.cells[0].status == "ok" and "42" in session.cells[0].output
+    assert session.findings == []
+
+
+@pytest.mark.kernel
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 def test_the_sandbox_shows_the_grader_s_folders_empty():
     folders = [str(f) for f in grader_folders()]
