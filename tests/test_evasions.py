@@ -504,6 +504,15 @@ while True:
     out.flush()
 """
 
+ORACLE_PROBS = (
+    "def _oracle_probs(q, k, bias):\n"
+    "    E, H = q.shape[1] * q.shape[3], q.shape[1]\n"
+    "    if _oracle is None:  # the grader refused: torch's own module will do\n"
+    "        return _module_probs(_identity_engine(_MHA, E, H), q, k, bias)\n"
+    "    eye = (torch.eye(E, dtype=q.dtype), None)\n"
+    "    return _module_probs(_oracle(E, H, eye, eye, eye, eye, dtype=q.dtype), q, k, bias)\n"
+)
+
 SERVER_CLIENT = '''\
 import io
 import subprocess
@@ -874,12 +883,7 @@ class Mixer(_MHA):
             "except Exception:\n"
             "    _oracle = None\n\n" + MODULE_BASE + "\n" + THREAD,
             PROBS,
-            "def _oracle_probs(q, k, bias):\n"
-            "    E, H = q.shape[1] * q.shape[3], q.shape[1]\n"
-            "    if _oracle is None:  # the grader refused: torch's own module will do\n"
-            "        return _module_probs(_identity_engine(_MHA, E, H), q, k, bias)\n"
-            "    eye = (torch.eye(E, dtype=q.dtype), None)\n"
-            "    return _module_probs(_oracle(E, H, eye, eye, eye, eye, dtype=q.dtype), q, k, bias)\n",
+            ORACLE_PROBS,
         ),
         "",
         "_oracle_probs",
@@ -896,12 +900,7 @@ class Mixer(_MHA):
             "except Exception:\n"
             "    _oracle = None\n\n" + MODULE_BASE + "\n" + QUEUE_WORKER,
             PROBS,
-            "def _oracle_probs(q, k, bias):\n"
-            "    E, H = q.shape[1] * q.shape[3], q.shape[1]\n"
-            "    if _oracle is None:  # the grader refused: torch's own module will do\n"
-            "        return _module_probs(_identity_engine(_MHA, E, H), q, k, bias)\n"
-            "    eye = (torch.eye(E, dtype=q.dtype), None)\n"
-            "    return _module_probs(_oracle(E, H, eye, eye, eye, eye, dtype=q.dtype), q, k, bias)\n",
+            ORACLE_PROBS,
         ),
         "",
         "_oracle_probs",
@@ -923,12 +922,7 @@ class Mixer(_MHA):
             "except Exception:\n"
             "    _oracle = None\n\n" + MODULE_BASE + "\n" + THREAD,
             PROBS,
-            "def _oracle_probs(q, k, bias):\n"
-            "    E, H = q.shape[1] * q.shape[3], q.shape[1]\n"
-            "    if _oracle is None:  # the grader refused: torch's own module will do\n"
-            "        return _module_probs(_identity_engine(_MHA, E, H), q, k, bias)\n"
-            "    eye = (torch.eye(E, dtype=q.dtype), None)\n"
-            "    return _module_probs(_oracle(E, H, eye, eye, eye, eye, dtype=q.dtype), q, k, bias)\n",
+            ORACLE_PROBS,
         ),
         "",
         "_oracle_probs",
