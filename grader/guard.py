@@ -115,41 +115,46 @@ def _watch_torch(torch, record, state, protected, workdir):
         (functional, "multi_head_attention_forward", "multi_head_attention_forward"),
         (torch.nn.MultiheadAttention, "forward", "MultiheadAttention.forward"),
     ):
-        protected.append(_instrument(getattr(owner, name), label, record, state))
+        sighting = _during_tests(record, state, "builtin", label)
+        protected.append(_instrument(getattr(owner, name), sighting))
     # Registering kernels is how code would replace the dispatcher-level watch.
-    machinery = _candidate_calls(
-        "machinery", "torch.library: registers operator kernels", record, workdir
-    )
-    protected.append(_instrument(torch.library.Library.__init__, "", record, machinery))
+    sighting = _from_notebook(record, workdir, "machinery", "torch.library: registers kernels")
+    protected.append(_instrument(torch.library.Library.__init__, sighting))
 
 
-def _candidate_calls(kind, message, record, workdir):
-    """A stand-in for the `state` of `_instrument` that records when the notebook's own
-    code is the caller, whether or not a hidden test is running."""
+def _during_tests(record, state, kind, message):
+    """A sighting recorded while a hidden test runs, from any thread."""
 
-    class Caller(dict):
-        def __getitem__(self, key, _getframe=sys._getframe, _record=record, _workdir=workdir):
-            frame = _getframe(3)  # past this, the recording call and the replaced code
-            name = frame.f_code.co_filename if frame is not None else ""
-            if "/ipykernel_" in name or name.startswith(_workdir):
-                _record(kind, message)
-            return False
+    def sighting(_state=state, _record=record, _kind=kind, _message=message):
+        if _state["active"]:
+            _record(_kind, _message)
 
-    return Caller()
+    return sighting
 
 
-def _instrument(function, label, record, state):
-    """Replace `function`'s code in place, so that every existing reference to it records
-    its calls, then runs a private copy of the original."""
+def _from_notebook(record, workdir, kind, message):
+    """A sighting recorded when the notebook's own code is the caller, at any time."""
+
+    def sighting(_getframe=sys._getframe, _record=record, _workdir=workdir):
+        frame = _getframe(3)  # past this, the instrumented call and the replaced code
+        name = frame.f_code.co_filename if frame is not None else ""
+        if "/ipykernel_" in name or name.startswith(_workdir):
+            _record(kind, message)
+
+    return sighting
+
+
+def _instrument(function, sighting):
+    """Replace `function`'s code in place, so that every existing reference to it calls
+    `sighting()` first, then a private copy of the original."""
     original = types.FunctionType(
         function.__code__, function.__globals__, function.__name__, function.__defaults__,
         function.__closure__,
     )  # fmt: skip
     original.__kwdefaults__ = function.__kwdefaults__
 
-    def call(args, kwargs, _original=original, _label=label, _state=state, _record=record):
-        if _state["active"]:
-            _record("builtin", _label)
+    def call(args, kwargs, _original=original, _sighting=sighting):
+        _sighting()
         return _original(*args, **kwargs)
 
     def template(*args, **kwargs):

@@ -153,7 +153,10 @@ def _text(value):
 
 
 def _type_name(value):
-    kind = type(value)
+    return _kind_name(type(value))
+
+
+def _kind_name(kind):
     return (
         kind.__qualname__
         if kind.__module__ == "builtins"
@@ -237,13 +240,9 @@ def _describe(error):
 def _modules(target):
     """(name, type, the types it derives from) of every submodule."""
     return [
-        [name, _type_name(module), [_type_name_of(k) for k in type(module).__mro__]]
+        [name, _type_name(module), [_kind_name(k) for k in type(module).__mro__]]
         for name, module in target.named_modules()
     ]
-
-
-def _type_name_of(kind):
-    return f"{kind.__module__}.{kind.__qualname__}"
 
 
 def _call(request, ns, modes):

@@ -176,6 +176,13 @@ def test_emptying_the_watch_through_frames_or_gc_is_caught():
 
 
 @pytest.mark.kernel
+def test_registering_operator_kernels_from_the_notebook_is_machinery():
+    session, _ = run("import torch\nlib = torch.library.Library('aten', 'IMPL')")
+    assert kinds(session)["machinery"] == ["torch.library: registers kernels"]
+    assert session.findings[0].cell == 1 and session.findings[0].line == 2
+
+
+@pytest.mark.kernel
 def test_redirecting_the_record_channel_is_tampering():
     session, _ = run(
         "import os, stat\nnull = os.open('/dev/null', os.O_WRONLY)\n"
