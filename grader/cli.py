@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from grader.errors import GraderBug, GraderError, UsageError
+from grader.signals import Stopped
 
 if TYPE_CHECKING:
     from grader.results import GradeReport
@@ -145,28 +146,19 @@ def _version() -> str:
     return f"grade {grader.__version__}"
 
 
-class _Stopped(BaseException):
-    """SIGTERM or SIGHUP arrived. Like KeyboardInterrupt, it unwinds past `except Exception`,
-    so the kernel, its processes and the scratch space are cleaned up on the way out."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _stop(signum: int, frame: object) -> None:
-    raise _Stopped(signum)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `grade` console script."""
     if argv is None:  # the command itself, one grading per process
-        from grader.procs import adopt_orphans
+        from grader.procs import adopt_orphans, keep_private
+        from grader.signals import ignore_signals, stop_on_signals
 
         adopt_orphans()  # keep every orphan below us
-        for signum in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, _stop)
-        argv = sys.argv[1:]
+        keep_private()  # other processes of this user cannot read our environment or memory
+        stop_on_signals()
+        try:
+            return main(sys.argv[1:])
+        finally:
+            ignore_signals()
     warnings.filterwarnings("ignore")
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     try:
@@ -191,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err.print("grade: interrupted", markup=False)
         return 130
-    except _Stopped as e:
+    except Stopped as e:
         err.print(f"grade: stopped by {signal.Signals(e.signum).name}", markup=False)
         return 128 + e.signum
     except Exception as e:  # a bug in the grader: one line, unless asked for the traceback

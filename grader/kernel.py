@@ -10,17 +10,23 @@ tensors, loaded with ``torch.load(weights_only=True)``; nothing the kernel print
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import secrets
 import shutil
 import stat
+import threading
 import time
+import zipfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from queue import Empty
 from typing import Any, Literal
 
 import nbformat
+import zmq
+import zmq.asyncio
+from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_core.utils import ensure_async, run_sync
 from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
@@ -37,10 +43,22 @@ from grader.launch import (
     start_options,
 )
 from grader.records import Finding, RecordReader
+from grader.signals import held
 
 GiB = 1024**3
+MiB = 1024**2
 _TIMEOUT_NAME = "GraderCellTimeout"
-_MAX_ANSWER_BYTES = 1024**3
+# Bounds on what the kernel can make the grader hold: an answer file, the pickled structure
+# inside it, the tensors it describes (a stride-0 view of a few bytes can claim gigabytes),
+# and any one Jupyter message (a bigger one is dropped by ZeroMQ before it is read).
+_MAX_ANSWER_BYTES = 64 * MiB
+_MAX_STRUCTURE_BYTES = 4 * MiB
+_MAX_TENSOR_BYTES = 64 * MiB
+MAX_MESSAGE_BYTES = 32 * MiB
+# How long past the grading's deadline the watchdog lets the grader wind down on its own
+# before it kills the kernel.
+_WATCHDOG_GRACE = 5.0
+_F_SETPIPE_SZ = 1031  # linux/fcntl.h
 _OPEN_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _OPEN_ANSWER = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -90,6 +108,16 @@ class _Run:
     output: list[str] = field(default_factory=list)
     kept: int = 0
     cut: int = 0
+
+
+class BoundedKernelClient(AsyncKernelClient):
+    """A Jupyter client whose sockets refuse messages over MAX_MESSAGE_BYTES: ZeroMQ drops
+    them (and the connection, which it then restores) before a byte is decoded."""
+
+    def _context_default(self) -> zmq.asyncio.Context:
+        context = super()._context_default()
+        context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)  # a default for its sockets
+        return context
 
 
 class _BoundedClient(NotebookClient):
@@ -142,32 +170,60 @@ class Session:
         self.restarts = 0
         self._watch: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
         self._packages: tuple[str, ...] = ()
-        # The guard's record channel: the kernel holds the writing end, we read.
-        self._records, self._records_w = os.pipe()
-        os.set_blocking(self._records, False)
-        self._records_inode = os.fstat(self._records).st_ino
         self._reader = RecordReader(sources)
         self._host_pids: dict[tuple[int, int], int | None] = {}
-        self._environment = environment_snapshot()
-        self._root = scratch_root()
-        self.workdir = self._root / "work"
-        self._io = self._root / "io"
-        for folder in (self.workdir, self._io, self._root / "home"):
-            folder.mkdir()
         self._token = secrets.token_hex(8)
         self._calls = 0
         self._client: _BoundedClient | None = None
         self._replaying = False
         self._cell_ids: dict[int, str] = {}
         self._output_left = limits.total_output_bytes
+        self._records = self._records_w = -1
+        self._root: Path | None = None
+        self._done = threading.Event()
+        self._lock = threading.Lock()
 
     def __enter__(self) -> Session:
         try:
+            with held():  # everything `close` undoes exists before a signal can stop us
+                self._open()
             self._launch()
         except BaseException:
             self.close()
             raise
         return self
+
+    def _open(self) -> None:
+        """The scratch space, the record channel and the watchdog."""
+        self._environment = environment_snapshot()
+        self._root = scratch_root()
+        self.workdir = self._root / "work"
+        self._io = self._root / "io"
+        self._io.mkdir()
+        # The guard's record channel: the kernel holds the writing end, we read.
+        self._records, self._records_w = os.pipe()
+        with contextlib.suppress(OSError):  # room for bursts between drains (Linux)
+            fcntl.fcntl(self._records_w, _F_SETPIPE_SZ, 1 << 20)
+        os.set_blocking(self._records, False)
+        self._records_inode = os.fstat(self._records).st_ino
+        watchdog = threading.Thread(target=self._watchdog, name="grader-watchdog", daemon=True)
+        watchdog.start()
+
+    @property
+    def expired(self) -> bool:
+        """Whether the grading's deadline has passed."""
+        return time.monotonic() >= self.deadline
+
+    def _watchdog(self) -> None:
+        """The watchdog, a thread of its own: it drains the record channel (so the guard
+        never waits on a full pipe) and, once the deadline is well past, kills the kernel
+        and everything it started, so that no wait on the kernel (a replay, a start, an
+        interrupt it ignores) outlasts --timeout: the main thread then finds the kernel
+        dead and winds down."""
+        while not self._done.wait(0.1):
+            self._drain()
+            if time.monotonic() >= self.deadline + _WATCHDOG_GRACE:
+                self._kill_processes()
 
     def prepare(
         self,
@@ -214,6 +270,8 @@ class Session:
         """
         import torch  # here, not at the top: the CLI launches the kernel before loading torch
 
+        if self._client is None:  # the deadline passed and the kernel is gone
+            raise CallTimeout(f"grading passed its {self.limits.total_timeout:g} s limit")
         self._calls += 1
         # Fresh unguessable names, created exclusively and never through a link: the kernel
         # cannot have prepared them. The answer is read only if it is a regular file.
@@ -234,6 +292,9 @@ class Session:
         with contextlib.suppress(OSError):
             request_path.unlink()
         self._read_records()
+        if run.status == "dead" and self.expired:
+            self._stop()
+            raise CallTimeout(f"grading passed its {self.limits.total_timeout:g} s limit")
         if run.status == "dead":
             self.restart()
             raise KernelCrashed()
@@ -249,7 +310,8 @@ class Session:
         return answer
 
     def restart(self) -> None:
-        """Replace the kernel with a fresh one and replay the cells that ran to completion."""
+        """Replace the kernel with a fresh one and replay the cells that ran to completion
+        (none once the deadline has passed: calls then time out at once)."""
         self.restarts += 1
         self._fresh_kernel()
 
@@ -260,10 +322,19 @@ class Session:
         self._connect()
 
     def _launch(self) -> None:
+        """Start a kernel process in a fresh home and working folder: nothing an earlier
+        kernel of this session planted there (startup files, configuration, modules named
+        like the ones the kernel imports) reaches it."""
+        assert self._root is not None
         tag = self._tag = secrets.token_hex(4)
         self._shim_ref = f"__import__('sys').modules['_grader_shim_{tag}']"
-        self._kernel_pids: set[int] = set()
         self._ns_ref = "globals()"
+        for old in self._root.glob("home-*"):
+            shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        self.workdir.mkdir()
+        home = self._root / f"home-{tag}"
+        home.mkdir()
         manager = kernel_manager(self._root, tag, self.limits.memory_bytes, self.limits.sandbox)
         notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("")])
         client = _BoundedClient(
@@ -283,7 +354,7 @@ class Session:
         self._client = client
         try:
             client.start_new_kernel(
-                **start_options(self._root, self.workdir, self._token, self._records_w)
+                **start_options(home, self.workdir, self._token, self._records_w)
             )
         except Exception as e:
             self._stop()
@@ -300,7 +371,10 @@ class Session:
         install = install_code(
             f"_grader_shim_{self._tag}",
             self._records_w,
-            guard_config(self.workdir, [self._io], self._packages),
+            {
+                **guard_config(self.workdir, [self._io], self._packages),
+                "max_tensor_bytes": _MAX_TENSOR_BYTES,
+            },
             *self._watch,
             self.limits.cell_output_bytes + 64,
             self.limits.total_output_bytes + 64,
@@ -311,44 +385,64 @@ class Session:
             raise KernelStartError(f"could not set up the kernel: {run.message or run.status}")
 
     def _stop(self) -> None:
-        client, self._client = self._client, None
-        if client is None:
-            return
-        kernel_pid = _kernel_pid(client)
-        doomed = procs.tagged(self._token) | procs.adopted()
-        if kernel_pid:
-            doomed |= procs.descendants(kernel_pid)
-        # The kernel may already be gone; the kill below is what matters.
-        with contextlib.suppress(Exception):
-            client._cleanup_kernel()
-        procs.kill_all(doomed | procs.tagged(self._token))
+        """Kill the kernel and every process it started (whether or not a kernel is
+        running now: a start cut short leaves processes with our token)."""
+        with held():
+            client, self._client = self._client, None
+            self._kill_processes(client)
+            if client is not None:
+                with contextlib.suppress(Exception):  # the kernel is gone; tidy up nbclient
+                    client._cleanup_kernel()
+
+    def _kill_processes(self, client: NotebookClient | None = None) -> None:
+        """Kill, until none is left, the kernel and every process with this session's
+        token, below the kernel, or orphaned below us."""
+        client = client or self._client
+        kernel_pid = _kernel_pid(client) if client is not None else None
+
+        def find() -> set[int]:
+            found = procs.tagged(self._token) | procs.adopted()
+            if kernel_pid and procs.alive(kernel_pid):
+                found |= {kernel_pid} | procs.descendants(kernel_pid)
+            return found
+
+        procs.kill_until_none(find)
 
     def close(self) -> None:
         """Kill the kernel and everything it started; remove the scratch space; say if the
-        grading environment changed meanwhile."""
-        self._stop()
-        shutil.rmtree(self._root, ignore_errors=True)
-        changed = environment_changes(self._environment, environment_snapshot())
-        if changed and self._records >= 0:
-            self._reader.add(Finding("environment", f"the grading environment changed: {changed}"))
-        for fd in (self._records, self._records_w):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self._records = self._records_w = -1
+        grading environment changed meanwhile. Runs to the end whatever signal arrives."""
+        with held():
+            self._done.set()
+            self._stop()
+            if self._root is not None:
+                shutil.rmtree(self._root, ignore_errors=True)
+            with self._lock:
+                if self._records >= 0:
+                    changed = environment_changes(self._environment, environment_snapshot())
+                    if changed:
+                        self._reader.add(
+                            Finding("environment", f"the grading environment changed: {changed}")
+                        )
+                for fd in (self._records, self._records_w):
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+                self._records = self._records_w = -1
 
     def _read_records(self) -> None:
         """Take what the guard wrote; check that the kernel still holds the channel."""
-        if self._records < 0:
-            return
-        while True:
-            try:
-                data = os.read(self._records, 1 << 16)
-            except BlockingIOError:
-                break
-            if not data:
-                break
-            self._reader.feed(data)
+        self._drain()
         self._check_channel()
+
+    def _drain(self) -> None:
+        with self._lock:
+            while self._records >= 0:
+                try:
+                    data = os.read(self._records, 1 << 16)
+                except (BlockingIOError, OSError):
+                    break
+                if not data:
+                    break
+                self._reader.feed(data)
 
     def _check_channel(self) -> None:
         """The kernel's end of the record channel must still be the pipe we gave it: a
@@ -412,26 +506,41 @@ class Session:
         ]
 
     def _fresh_kernel(self) -> None:
-        """Stop the kernel, start another, and replay the cells that ran to completion."""
+        """Stop the kernel, start another, and replay the cells that ran to completion,
+        all within the grading's deadline. Once it has passed, no kernel is started."""
         self._stop()
-        self._start()
+        if self.expired:
+            return
+        try:
+            self._start()
+        except KernelStartError:
+            if self.expired:  # the watchdog ended the start
+                self._stop()
+                return
+            raise
         sources = dict(self.sources)
         self._replaying = True
         try:
             for cell in self.cells:
-                if cell.status in ("ok", "error"):
-                    run = self._execute(
-                        sources[cell.index], self.limits.cell_timeout, keep_output=False
-                    )
-                    if run.status == "dead":
-                        break
+                left = self.deadline - time.monotonic()
+                if cell.status not in ("ok", "error"):
+                    continue
+                if left <= 0:
+                    break
+                run = self._execute(
+                    sources[cell.index], min(self.limits.cell_timeout, left), keep_output=False
+                )
+                if run.status == "dead":
+                    break
         finally:
             self._replaying = False
 
     def _execute(self, source: str, timeout: float, keep_output: bool) -> _Run:
         client = self._client
-        assert client is not None
         run = _Run()
+        if client is None:  # past the deadline, no kernel
+            run.status = "dead"
+            return run
         client.run = run if keep_output else None
         client.cell_budget = self.limits.cell_output_bytes
         client.total_left = self._output_left
@@ -559,10 +668,12 @@ def _count(value: object) -> int:
 
 def _read_answer(path: Path) -> dict[str, Any] | None:
     """The shim's answer file, or None. Never follows a link, never blocks on a FIFO, never
-    reads more than a bound, never unpickles.
+    unpickles, and holds no more than the bounds above: the file's size and its pickled
+    structure are checked before it is loaded, the tensors it describes before any of
+    them is used.
 
     Raises:
-        NoAnswer: the file is there but is not a readable answer.
+        NoAnswer: the file is there but is not a readable answer of a sane size.
     """
     import torch
 
@@ -578,12 +689,47 @@ def _read_answer(path: Path) -> dict[str, Any] | None:
             raise NoAnswer("the answer is not a regular file of a sane size")
         os.set_blocking(fd, True)
         try:
+            _check_structure(f)
             answer = torch.load(f, weights_only=True)
+        except NoAnswer:
+            raise
         except Exception as e:  # a damaged or forged file is the candidate's doing
             raise NoAnswer(f"unreadable answer ({type(e).__name__})") from None
     if not isinstance(answer, dict):
         raise NoAnswer("malformed answer")
+    size = _tensor_bytes(answer)
+    if size > _MAX_TENSOR_BYTES:
+        raise NoAnswer(
+            f"the answer holds tensors of {size:,} bytes, more than the grader accepts "
+            f"({_MAX_TENSOR_BYTES:,})"
+        )
     return answer
+
+
+def _check_structure(f: Any) -> None:
+    """The pickled part of a torch.save archive (everything but tensor data) must be
+    small: a few megabytes of pickle can build lists of millions of objects."""
+    with zipfile.ZipFile(f) as archive:
+        pickles = [i for i in archive.infolist() if i.filename.endswith(".pkl")]
+        if sum(i.file_size for i in pickles) > _MAX_STRUCTURE_BYTES:
+            raise NoAnswer("the answer's structure is too large")
+    f.seek(0)
+
+
+def _tensor_bytes(value: Any, depth: int = 0) -> int:
+    """The bytes the tensors in an answer would take once materialised (a stride-0 view
+    counts at its full size: that is what computing with it costs)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if depth > 32:
+        raise NoAnswer("the answer is nested too deeply")
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_tensor_bytes(item, depth + 1) for item in value)
+    return 0
 
 
 def _kernel_pid(client: NotebookClient) -> int | None:

@@ -24,14 +24,17 @@ SHIM_SOURCE = (_HERE / "guard.py").read_text() + "\n\n" + (_HERE / "shim.py").re
 RUNTIME_PACKAGES = ("torch", "IPython", "ipykernel")
 # Runs in an interpreter that ignores PYTHON* variables, the user site and site processing
 # (`-E -s -S -B`; not `-I`, which would keep IPython from adding the notebook's folder to
-# the path): sets the
-# address-space limit, puts exactly the grading environment on the path, and runs the
-# kernel (argv: limit, path as JSON, "--", kernel arguments...). So no .pth file,
-# sitecustomize, user site or PYTHON* variable a notebook may have planted takes effect.
+# the path): asks Linux to kill the kernel when the grader dies (PR_SET_PDEATHSIG, and
+# exits if the grader is already gone), sets the address-space limit, puts exactly the
+# grading environment on the path, and runs the kernel (argv: limit, path as JSON, the
+# grader's pid or 0, "--", kernel arguments...). So no .pth file, sitecustomize, user
+# site or PYTHON* variable a notebook may have planted takes effect.
 _LAUNCH = (
-    "import json, resource, runpy, sys; n = int(sys.argv[1])\n"
+    "import ctypes, json, os, resource, runpy, sys; n = int(sys.argv[1])\n"
+    "ctypes.CDLL(None).prctl(1, 9)\n"
+    "if int(sys.argv[3]) not in (0, os.getppid()): os._exit(1)\n"
     "if n: resource.setrlimit(resource.RLIMIT_AS, (n, n))\n"
-    "sys.path[:] = json.loads(sys.argv[2]); sys.argv = ['ipykernel_launcher', *sys.argv[4:]]\n"
+    "sys.path[:] = json.loads(sys.argv[2]); sys.argv = ['ipykernel_launcher', *sys.argv[5:]]\n"
     "runpy.run_module('ipykernel_launcher', run_name='__main__', alter_sys=True)"
 )
 
@@ -54,38 +57,96 @@ def kernel_manager(
 ) -> AsyncKernelManager:
     """A manager for a kernel of the grader's own Python, talking over Unix sockets in `root`.
 
+    With bubblewrap installed, every kernel runs in a PID namespace of its own, sandboxed
+    or not: whatever the notebook starts stays inside it, and all of it dies at once with
+    the namespace (see `sandbox.contain`).
+
     Raises:
         KernelStartError: `sandboxed` and bubblewrap is missing.
     """
+    contained = sandboxed or sandbox.bwrap_path() is not None
     argv = [
         sys.executable, "-E", "-s", "-S", "-B", "-c", _LAUNCH,
-        str(memory_bytes or 0), json.dumps(kernel_path()), "--",
+        str(memory_bytes or 0), json.dumps(kernel_path()),
+        "0" if contained else str(os.getpid()), "--",
         "-f", "{connection_file}",
         # Load torch while the kernel boots, in parallel with the grader's own start-up;
         # the name is deleted, so the candidate's namespace starts empty as usual.
         "--IPKernelApp.exec_lines=import torch as _grader_warm_up; del _grader_warm_up",
     ]  # fmt: skip
-    interrupt_mode = "signal"
+    if contained:
+        # The grader is invisible from the PID namespace: --die-with-parent ends the
+        # kernel with the grader, instead of ipykernel's parent poller; interrupts go as
+        # messages (a signal to bubblewrap would not reach the kernel).
+        argv.append("--IPKernelApp.parent_handle=0")
     if sandboxed:
-        # The grader is invisible from the sandbox's PID namespace: --die-with-parent ends
-        # the kernel with the grader, instead of ipykernel's parent poller.
-        argv = sandbox.wrap(
-            [*argv, "--IPKernelApp.parent_handle=0"], writable=[root], hidden=grader_folders()
-        )
-        interrupt_mode = "message"
+        # Hide the folder that holds our scratch space too: other gradings' scratch
+        # spaces (their connection files, their kernels' sockets) are there.
+        argv = sandbox.wrap(argv, writable=[root], hidden=grader_folders(), private=[root.parent])
+    elif contained:
+        argv = sandbox.contain(argv)
     manager = AsyncKernelManager(
-        kernel_spec_manager=_Specs(argv, interrupt_mode),
+        kernel_spec_manager=_Specs(argv, "message" if contained else "signal"),
         kernel_name="grader",
         transport="ipc",  # Unix sockets in our private folder: no TCP port for others to reach
     )
+    manager.client_class = "grader.kernel.BoundedKernelClient"
     manager.connection_file = str(root / f"kernel-{tag}.json")
     manager.ip = str(root / f"ipc-{tag}")
     return manager
 
 
-def start_options(root: Path, workdir: Path, token: str, records_fd: int) -> dict[str, Any]:
+# What the kernel inherits from the grader's environment: what Python, torch and Jupyter
+# need, nothing else (the interviewer's tokens and keys stay out of the candidate's reach).
+PASSED_VARIABLES = (
+    "PATH", "LANG", "LANGUAGE", "TZ", "TERM", "LD_LIBRARY_PATH",
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+    "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "NVIDIA_VISIBLE_DEVICES",
+    "PYTORCH_CUDA_ALLOC_CONF", "GRADER_DEBUG",
+)  # fmt: skip
+PASSED_PREFIXES = ("LC_",)
+SYSTEM_CONFIG_FOLDERS = (
+    "/etc/ipython", "/usr/local/etc/ipython", "/etc/jupyter", "/usr/local/etc/jupyter",
+    "/usr/share/jupyter", "/usr/local/share/jupyter",
+)  # fmt: skip
+
+
+def kernel_environment(home: Path, token: str) -> dict[str, str]:
+    """The kernel's environment: the allow-listed variables of ours, then its own home,
+    temporary folder and settings. A fresh `home` per kernel: nothing a notebook plants
+    there (IPython startup files, Jupyter configuration) reaches the next kernel."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name in PASSED_VARIABLES or name.startswith(PASSED_PREFIXES)
+    }
+    env.setdefault("PATH", os.defpath)
+    env.update(
+        {
+            procs.TOKEN_VARIABLE: token,
+            "HOME": str(home),
+            "TMPDIR": str(home / "tmp"),
+            "IPYTHONDIR": str(home / ".ipython"),
+            "JUPYTER_CONFIG_DIR": str(home / ".jupyter"),
+            "JUPYTER_DATA_DIR": str(home / ".local" / "share" / "jupyter"),
+            "JUPYTER_RUNTIME_DIR": str(home / ".local" / "share" / "jupyter" / "runtime"),
+            "MPLBACKEND": "Agg",
+            "MPLCONFIGDIR": str(home / ".matplotlib"),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONNOUSERSITE": "1",
+            "PIP_TARGET": str(home / "pip-target"),
+            "PIP_NO_INPUT": "1",
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+        }
+    )
+    return env
+
+
+def start_options(home: Path, workdir: Path, token: str, records_fd: int) -> dict[str, Any]:
     """Keyword arguments for starting the kernel process; it inherits `records_fd`, the
-    writing end of the guard's record channel.
+    writing end of the guard's record channel, and nothing else of ours but what
+    `kernel_environment` passes.
 
     Its own stdout/stderr are dropped: candidate output arrives through Jupyter, bounded,
     or not at all (GRADER_DEBUG=1 sends them to the grader's stderr). Its environment
@@ -93,26 +154,10 @@ def start_options(root: Path, workdir: Path, token: str, records_fd: int) -> dic
     goes to the scratch space.
     """
     debug = bool(os.environ.get("GRADER_DEBUG"))
-    env = dict(os.environ)
-    for name in ("JPY_PARENT_PID", "JUPYTER_RUNTIME_DIR", "PYTHONPATH", "PYTHONSTARTUP"):
-        env.pop(name, None)
-    env.update(
-        {
-            procs.TOKEN_VARIABLE: token,
-            "HOME": str(root / "home"),
-            "IPYTHONDIR": str(root / "home" / ".ipython"),
-            "MPLBACKEND": "Agg",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONNOUSERSITE": "1",
-            "PIP_TARGET": str(root / "home" / "pip-target"),
-            "PIP_NO_INPUT": "1",
-            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-            "PYDEVD_DISABLE_FILE_VALIDATION": "1",
-        }
-    )
+    (home / "tmp").mkdir(parents=True, exist_ok=True)
     return {
         "cwd": str(workdir),
-        "env": env,
+        "env": kernel_environment(home, token),
         "stdin": subprocess.DEVNULL,
         "stdout": sys.stderr.fileno() if debug else subprocess.DEVNULL,
         "stderr": None if debug else subprocess.DEVNULL,
@@ -152,10 +197,12 @@ def grader_folders() -> list[Path]:
 
 
 def environment_folders() -> list[str]:
-    """Where the grading environment lives: written by nothing that runs in the kernel."""
+    """Where the grading environment lives, with the system-wide IPython and Jupyter
+    configuration every kernel reads: written by nothing that runs in the kernel."""
     import site
 
     folders = {sys.prefix, sys.base_prefix, sys.exec_prefix, *site.getsitepackages()}
+    folders |= {*SYSTEM_CONFIG_FOLDERS}
     with contextlib.suppress(Exception):
         folders.add(site.getusersitepackages())
     return sorted(folders)

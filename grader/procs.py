@@ -14,6 +14,7 @@ import ctypes
 import os
 import signal
 import time
+from collections.abc import Callable
 
 TOKEN_VARIABLE = "GRADER_SESSION"
 _PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
@@ -59,10 +60,15 @@ def _pids() -> list[int]:
         return []
 
 
+def _state(pid: int) -> bytes:
+    """The state letter of `pid` (R, S, D, T for stopped, Z for zombie...); b"" if gone."""
+    fields = _stat_fields(pid)
+    return fields[0] if fields else b""
+
+
 def alive(pid: int) -> bool:
     """True while `pid` exists and is not a zombie."""
-    fields = _stat_fields(pid)
-    return bool(fields) and fields[0] != b"Z"
+    return _state(pid) not in (b"", b"Z")
 
 
 def descendants(pid: int) -> set[int]:
@@ -114,13 +120,31 @@ def tagged(token: str) -> set[int]:
     return found
 
 
-def kill_all(pids: set[int]) -> None:
-    """SIGKILL every pid, then reap those that are our own children."""
+def _signal(pids: set[int], sig: signal.Signals) -> None:
+    """Send `sig` to every pid, skipping those gone or not ours to signal."""
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, sig)
+
+
+def _lineage() -> set[int]:
+    """This process and its ancestors: never to be signalled, whatever a finder returns."""
+    lineage: set[int] = set()
+    pid = os.getpid()
+    while pid > 0 and pid not in lineage:
+        lineage.add(pid)
+        fields = _stat_fields(pid)
+        pid = int(fields[1]) if fields else 0
+    return lineage
+
+
+def kill_all(pids: set[int]) -> None:
+    """SIGKILL every pid, then wait (up to 2 s) until each is dead, reaping those that are
+    our own children. One snapshot: see `kill_until_none` for processes that keep forking."""
+    _signal(pids, signal.SIGKILL)
     waiting = set(pids)
     deadline = time.monotonic() + 2
+    pause = 0.001  # most die within a millisecond; a big kernel's memory takes longer
     while waiting and time.monotonic() < deadline:
         for pid in list(waiting):
             try:
@@ -130,4 +154,79 @@ def kill_all(pids: set[int]) -> None:
             if done:
                 waiting.discard(pid)
         if waiting:
-            time.sleep(0.01)
+            time.sleep(pause)
+            pause = min(2 * pause, 0.01)
+
+
+def kill_until_none(find: Callable[[], set[int]], bound: float = 10.0) -> set[int]:
+    """Kill every process `find` returns, again and again, until none is left.
+
+    One look at /proc is not enough: a process that keeps forking (or one that forks and
+    exits, so that its pid changes every millisecond) is gone from the list by the time it
+    is signalled, and its child was not on it. So each round first freezes: it SIGSTOPs
+    what `find` returns and looks again, until a look shows nothing that is not already
+    stopped (a stopped process cannot fork; a fork under way completes, and the next look
+    finds the child); then it SIGKILLs them all. It ends after several quiet looks in a
+    row: a look is quiet when `find` returns nothing and, once we adopt orphans, no child
+    of ours exited since the last one (a process that forks and exits leaves its child to
+    us, so a walk too quick for /proc still shows). When nothing forks, that is a few
+    looks and no more than a few milliseconds of sleep.
+
+    This process and its ancestors are never signalled, whatever `find` returns.
+
+    Args:
+        find: Returns the live pids to kill now, e.g. `tagged` | `descendants`; it is
+            called often, so it is best cheap.
+        bound: Seconds after which to give up.
+
+    Returns:
+        The pids still alive when the bound passed; empty once none is left.
+    """
+    deadline = time.monotonic() + bound
+    spared = _lineage()
+    quiet = 0
+    while quiet < _QUIET_LOOKS and time.monotonic() < deadline:
+        found = {pid for pid in find() - spared if alive(pid)}
+        exited = _reap_exited()
+        if not found:
+            quiet = 0 if exited else quiet + 1
+            if quiet < _QUIET_LOOKS:
+                time.sleep(0.002 if exited or quiet else 0)
+            continue
+        quiet = 0
+        stopped: set[int] = set()
+        while found - stopped and time.monotonic() < deadline:
+            _signal(found - stopped, signal.SIGSTOP)
+            stopped |= found
+            found = find() - spared
+        # The last look holds every one; of the earlier pids, only those still stopped: the
+        # others died before the SIGSTOP, and their pids may have gone to someone else.
+        kill_all(found | {pid for pid in stopped - found if _state(pid) == b"T"})
+    return {pid for pid in find() - spared if alive(pid)} if quiet < _QUIET_LOOKS else set()
+
+
+_QUIET_LOOKS = 3
+
+
+def _reap_exited() -> bool:
+    """Once we adopt orphans: reap every child of ours that has exited; True if any had.
+    (Only the `grade` command adopts orphans, and its only children are the kernel and
+    what it left behind: no other Popen of ours loses its exit status.)"""
+    if not _adopting:
+        return False
+    reaped = False
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return reaped
+        if pid == 0:
+            return reaped
+        reaped = True
+
+
+def keep_private() -> None:
+    """Make this process non-dumpable (Linux): other processes of the same user can then
+    no longer read its /proc entries (environment, memory, file descriptors)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE

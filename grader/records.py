@@ -16,6 +16,8 @@ KINDS: tuple[str, ...] = ("hidden", "builtin", "machinery", "environment", "tamp
 # Findings that void the grading: the candidate reached for the grader itself.
 VOIDING: tuple[str, ...] = ("hidden", "tamper")
 _MAX_LINE = 4096
+# Findings kept of each kind: a notebook may make the guard record without end.
+_MAX_PER_KIND = 50
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,8 @@ class RecordReader:
         self._names = cell_file_names(cells)
         self._partial = b""
         self.findings: list[Finding] = []
+        self._known: set[Finding] = set()
+        self._dropped: dict[str, int] = {}
         self.pids: list[int] = []
 
     def feed(self, data: bytes) -> None:
@@ -74,7 +78,7 @@ class RecordReader:
             return
         if kind == "pid":
             if message.isdigit():
-                self.pids.append(int(message))
+                self.pids = [*self.pids[-9:], int(message)]
             return
         if kind not in KINDS:
             self.add(Finding("tamper", "unreadable data on the grader's record channel"))
@@ -88,9 +92,22 @@ class RecordReader:
         )
 
     def add(self, finding: Finding) -> None:
-        """Record a finding once."""
-        if finding not in self.findings:
+        """Record a finding once; past _MAX_PER_KIND of a kind, only count it (the last
+        finding of the kind then says how many more there were)."""
+        if finding in self._known:
+            return
+        kept = sum(f.kind == finding.kind for f in self.findings)
+        if kept < _MAX_PER_KIND:
+            self._known.add(finding)
             self.findings.append(finding)
+            return
+        dropped = self._dropped[finding.kind] = self._dropped.get(finding.kind, 0) + 1
+        more = Finding(finding.kind, f"... and {dropped} more of this kind")
+        last = max(i for i, f in enumerate(self.findings) if f.kind == finding.kind)
+        if self.findings[last].message.startswith("... and "):
+            self.findings[last] = more
+        else:
+            self.findings.append(more)
 
     @property
     def seen(self) -> set[str]:

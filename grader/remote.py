@@ -48,12 +48,16 @@ class CandidateRaised(Exception):
         self.not_implemented = bool(info.get("not_implemented"))
         self.memory = bool(info.get("memory"))
         self.undefined = info.get("undefined")
+        self.unsendable = bool(info.get("unsendable"))
         super().__init__(self.summary())
 
     def summary(self) -> str:
         """One line for the report."""
         if self.undefined:
             return f"the notebook does not define {self.undefined} (did a cell fail?)"
+        if self.unsendable:
+            text = f"{self.label} returned a value the grader cannot receive ({self.type}"
+            return " ".join(f"{text}: {self.text})".split()) if self.text else text + ")"
         if self.not_implemented:
             return f"not implemented: {self.where}"
         if self.memory:

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from grader.records import VOIDING
 from grader.results import CheckResult, GradeReport
+from grader.text import encodable, printable, xml_safe
 
 _SEVERITY = ("hidden", "tamper", "builtin", "machinery", "environment")
 
@@ -31,12 +32,19 @@ def _points(value: float) -> str:
     return f"{value:g}"
 
 
+def _literal(text: str, style: str = "") -> Text:
+    """Candidate text for the card: never markup, never a terminal control."""
+    return Text(printable(text), style=style)
+
+
 def render(report: GradeReport, console: Console) -> None:
-    """Print the report card."""
+    """Print the report card. Everything on it is a Text (not markup), and every string
+    that may come from the candidate goes through `printable`."""
     head = Text.assemble(
-        ("Exercise  ", "bold"), f"{report.exercise} — {report.title}\n",
-        ("Notebook  ", "bold"), f"{report.notebook}\n",
-        ("Duration  ", "bold"), f"{report.duration_s:.1f} s   (torch {report.torch_version})",
+        ("Exercise  ", "bold"), printable(f"{report.exercise} — {report.title}\n"),
+        ("Notebook  ", "bold"), printable(f"{report.notebook}\n"),
+        ("Duration  ", "bold"),
+        printable(f"{report.duration_s:.1f} s   (torch {report.torch_version})"),
     )  # fmt: skip
     levels = Table(title="Levels", title_justify="left", box=box.SIMPLE_HEAD)
     levels.add_column("#", justify="right")
@@ -47,11 +55,11 @@ def render(report: GradeReport, console: Console) -> None:
         ok = level.passed == level.total
         style = "green" if ok else ("red" if level.passed < level.total else "")
         levels.add_row(
-            str(level.number), level.name, Text(f"{level.passed}/{level.total}", style=style),
+            str(level.number), _literal(level.name), Text(f"{level.passed}/{level.total}", style=style),
             f"{_points(level.score)}/{_points(level.max_score)}",
         )  # fmt: skip
     parts = [head]
-    parts += [Text(f"! {line}", style="bold yellow") for line in report.headlines]
+    parts += [_literal(f"! {line}", style="bold yellow") for line in report.headlines]
     if report.integrity:
         parts.append(_integrity(report))
     parts.append(levels)
@@ -67,8 +75,8 @@ def render(report: GradeReport, console: Console) -> None:
             label, message = _why(t)
             why = Text(label, style=_STYLE[t.status])
             if message:
-                why.append(f": {message}")
-            table.add_row(str(t.level), t.id + ("" if t.hidden else " (public)"), why)
+                why.append(f": {printable(message)}")
+            table.add_row(str(t.level), _literal(t.id + ("" if t.hidden else " (public)")), why)
         parts.append(table)
     if report.cell_errors:
         cells = Table(
@@ -78,7 +86,7 @@ def render(report: GradeReport, console: Console) -> None:
         cells.add_column("what")
         cells.add_column("message", overflow="fold")
         for c in report.cell_errors:  # cut output has its own table below
-            cells.add_row(str(c.cell), c.kind, c.message)
+            cells.add_row(str(c.cell), _literal(c.kind), _literal(c.message))
         parts.append(cells)
     if report.cut_output:
         cut = Table(
@@ -88,7 +96,7 @@ def render(report: GradeReport, console: Console) -> None:
             expand=True,
         )
         rows = [
-            (str(c.cell), f"{c.cut:,} chars", c.start.replace("\n", "⏎ "))
+            (str(c.cell), f"{c.cut:,} chars", printable(c.start.replace("\n", "⏎ ")))
             for c in report.cut_output
         ]
         width = max(len(row[1]) for row in rows)  # keep the counts whole on narrow terminals
@@ -96,17 +104,17 @@ def render(report: GradeReport, console: Console) -> None:
         cut.add_column("cut", justify="right", no_wrap=True, min_width=width)
         cut.add_column("began with", overflow="ellipsis", no_wrap=True, ratio=1)
         for row in rows:
-            cut.add_row(*row)
+            cut.add_row(*(Text(cell) for cell in row))
         parts.append(cut)
     for note in report.notes:
-        parts.append(Text(f"note: {note}", style="dim"))
+        parts.append(_literal(f"note: {note}", style="dim"))
     style = "bold green" if report.full_marks else "bold"
     parts.append(
         Text.assemble(
             ("Score ", "bold"),
             (f"{_points(report.score)}/{_points(report.max_score)}", style),
             ("   Level reached ", "bold"),
-            _reached(report),
+            printable(_reached(report)),
         )  # fmt: skip
     )
     console.rule("Grade report")
@@ -128,7 +136,7 @@ def _integrity(report: GradeReport) -> Table:
     for f in sorted(report.integrity, key=lambda f: _SEVERITY.index(f.kind)):
         where = f"cell {f.cell}" + (f", line {f.line}" if f.line else "") if f.cell else ""
         style = "bold red" if f.kind in VOIDING else "yellow"
-        table.add_row(Text(f.kind, style=style), Text(where), Text(f.message))
+        table.add_row(_literal(f.kind, style=style), Text(where), _literal(f.message))
     return table
 
 
@@ -144,17 +152,29 @@ def _reached(report: GradeReport) -> str:
     return f"level {report.level_reached} ({report.level_reached_name})"
 
 
+def _encodable(value: object) -> object:
+    """`value` (plain data) with every string made encodable as UTF-8."""
+    if isinstance(value, str):
+        return encodable(value)
+    if isinstance(value, dict):
+        return {_encodable(key): _encodable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_encodable(item) for item in value]
+    return value
+
+
 def to_json(report: GradeReport) -> str:
     """The `--json` document: one object."""
-    return json.dumps(report.to_dict(), indent=2)
+    return json.dumps(_encodable(report.to_dict()), indent=2)
 
 
 def to_junit(report: GradeReport) -> str:
-    """JUnit XML: one testsuite, one testcase per hidden test, for CI dashboards."""
+    """JUnit XML: one testsuite, one testcase per hidden test, for CI dashboards. Well-formed
+    for any candidate text: what XML 1.0 forbids is written as an escape."""
     counts = {s: sum(t.status == s for t in report.tests) for s in _STYLE}
     suite = ET.Element(
         "testsuite",
-        name=report.exercise,
+        name=xml_safe(report.exercise),
         tests=str(len(report.tests)),
         failures=str(counts["failed"]),
         errors=str(counts["error"] + counts["timeout"] + counts["crashed"]),
@@ -163,23 +183,26 @@ def to_junit(report: GradeReport) -> str:
     )
     for t in report.tests:
         case = ET.SubElement(
-            suite, "testcase", classname=f"{report.exercise}.{t.level_name}", name=t.id
+            suite,
+            "testcase",
+            classname=xml_safe(f"{report.exercise}.{t.level_name}"),
+            name=xml_safe(t.id),
         )
         if t.status == "failed":
-            ET.SubElement(case, "failure", message=t.message)
+            ET.SubElement(case, "failure", message=xml_safe(t.message))
         elif t.status in ("error", "timeout", "crashed"):
-            ET.SubElement(case, "error", message=f"{t.status}: {t.message}")
+            ET.SubElement(case, "error", message=xml_safe(f"{t.status}: {t.message}"))
         elif t.status in ("skipped", "not_implemented"):
-            ET.SubElement(case, "skipped", message=t.message or t.status)
-    ET.SubElement(suite, "system-out").text = json.dumps(
-        {
-            "score": report.score,
-            "max_score": report.max_score,
-            "notebook": report.notebook,
-            "headlines": report.headlines,
-            "integrity": [f.to_dict() for f in report.integrity],
-        }
-    )
+            ET.SubElement(case, "skipped", message=xml_safe(t.message or t.status))
+    summary = {
+        "score": report.score,
+        "max_score": report.max_score,
+        "notebook": report.notebook,
+        "headlines": report.headlines,
+        "integrity": [f.to_dict() for f in report.integrity],
+    }
+    # json.dumps writes ASCII (every control character escaped): safe in XML.
+    ET.SubElement(suite, "system-out").text = json.dumps(_encodable(summary))
     return ET.tostring(suite, encoding="unicode", xml_declaration=True)
 
 
@@ -205,21 +228,19 @@ def to_gradescope(report: GradeReport) -> str:
         f"Score {_points(report.score)}/{_points(report.max_score)}, level reached: {_reached(report)}."
     )
     lines += [f"Cell {c.cell} ({c.kind}): {c.message}" for c in report.cell_errors]
-    return json.dumps(
-        {
-            "score": report.score,
-            "execution_time": round(report.duration_s),
-            "output": "\n".join(lines),
-            "tests": tests,
-            "extra_data": {
-                "exercise": report.exercise,
-                "level_reached": report.level_reached,
-                "torch_version": report.torch_version,
-                "grader_version": report.grader_version,
-            },
+    document = {
+        "score": report.score,
+        "execution_time": round(report.duration_s),
+        "output": "\n".join(lines),
+        "tests": tests,
+        "extra_data": {
+            "exercise": report.exercise,
+            "level_reached": report.level_reached,
+            "torch_version": report.torch_version,
+            "grader_version": report.grader_version,
         },
-        indent=2,
-    )
+    }
+    return json.dumps(_encodable(document), indent=2)
 
 
 def _numbered(report: GradeReport) -> list[tuple[int, CheckResult]]:

@@ -117,10 +117,9 @@ def run_check(
         if raised.not_implemented:
             return "not_implemented", raised.summary()
         return ("failed" if raised.memory else "error"), raised.summary()
-    except CallTimeout:
-        return (
-            "timeout",
-            f"a call into the candidate's code ran past the {limits.call_timeout:g} s limit",
+    except CallTimeout as e:
+        return "timeout", str(e) or (
+            f"a call into the candidate's code ran past the {limits.call_timeout:g} s limit"
         )
     except KernelCrashed:
         return "crashed", "the kernel died during this test (a fresh one was started for the rest)"

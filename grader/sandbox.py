@@ -1,10 +1,13 @@
 """`--sandbox`: run the kernel under bubblewrap.
 
 Inside: no network, a read-only view of the system, a private /tmp, empty home folders
-(the interviewer's files are not there to read), empty folders where the grader's own
-package, suites, references and solutions are, its own PID namespace (so it can neither
-see nor signal the grader), and one writable folder, the session's scratch space. The
-kernel talks to the grader over Unix sockets in that folder.
+(the interviewer's files are not there to read), an empty folder in place of the one
+that holds the scratch spaces (TMPDIR, wherever it is: other gradings are not there to
+see), empty folders where the grader's own package, suites, references and solutions
+are, its own PID namespace (so it can neither see nor signal the grader), and one
+writable folder, the session's scratch space. The kernel talks to the grader over Unix
+sockets in that folder. Its environment is the allow-listed one of every kernel
+(grader/launch.py).
 """
 
 from __future__ import annotations
@@ -25,9 +28,16 @@ def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
 
-def wrap(argv: list[str], writable: list[Path], hidden: list[Path] = ()) -> list[str]:  # type: ignore[assignment]
+def wrap(
+    argv: list[str],
+    writable: list[Path],
+    hidden: list[Path] = (),  # type: ignore[assignment]
+    private: list[Path] = (),  # type: ignore[assignment]
+) -> list[str]:
     """Prefix a kernel command so that it runs inside the sandbox, where the `hidden`
-    folders (the grader's suites, references and solutions) are empty.
+    folders (the grader's suites, references and solutions) are empty and read-only, and
+    the `private` ones (where other gradings keep their scratch space) are empty; the
+    `writable` folders inside them are bound back.
 
     Raises:
         KernelStartError: bubblewrap is not installed.
@@ -46,11 +56,14 @@ def wrap(argv: list[str], writable: list[Path], hidden: list[Path] = ()) -> list
         "--die-with-parent",
         "--new-session",
     ]  # fmt: skip
-    for folder in _private():
+    emptied = _private([str(f) for f in private])
+    for folder in emptied:
         command += ["--tmpfs", folder]
-    for folder in _interpreter_folders_under(_private()):
+    for folder in _interpreter_folders_under(emptied):
         command += ["--ro-bind", folder, folder]
-    outermost = [str(f) for f in hidden if not any(_under(str(f), str(o)) for o in hidden if o != f)]
+    outermost = [
+        str(f) for f in hidden if not any(_under(str(f), str(o)) for o in hidden if o != f)
+    ]
     for folder in outermost:
         command += ["--tmpfs", folder, "--remount-ro", folder]
     for folder in writable:
@@ -58,11 +71,30 @@ def wrap(argv: list[str], writable: list[Path], hidden: list[Path] = ()) -> list
     return command + argv
 
 
-def _private() -> list[str]:
-    """Folders replaced by empty ones: /tmp, and the home folders (/home, /root and the
-    grader user's own), where the interviewer's keys, notes and other submissions live."""
+def contain(argv: list[str]) -> list[str]:
+    """Prefix a kernel command so that it runs in a PID namespace of its own, and nothing
+    else changes (same files, network and user). Every process the notebook starts stays
+    in the namespace, however it forks; when the namespace's first process dies (with
+    the grader, or killed at the end of grading) the Linux kernel kills all of them at
+    once. The namespace has its own /proc: the grader's processes, and their
+    environments, are not there to read. Without bubblewrap, returns `argv` unchanged.
+    """
+    bwrap = bwrap_path()
+    if bwrap is None:
+        return argv
+    return [
+        bwrap, "--dev-bind", "/", "/", "--proc", "/proc", "--unshare-pid",
+        "--die-with-parent", "--new-session", *argv,
+    ]  # fmt: skip
+
+
+def _private(extra: list[str] = ()) -> list[str]:  # type: ignore[assignment]
+    """Folders replaced by empty ones: /tmp, the home folders (/home, /root and the
+    grader user's own), where the interviewer's keys, notes and other submissions live,
+    and the `extra` ones."""
     homes = {"/home", "/root", os.path.expanduser("~"), pwd.getpwuid(os.getuid()).pw_dir}
-    folders = {os.path.realpath(f) for f in homes if os.path.isdir(f)} - {"/"} | {"/tmp"}
+    wanted = {*homes, *extra}
+    folders = {os.path.realpath(f) for f in wanted if os.path.isdir(f)} - {"/"} | {"/tmp"}
     # Only the outermost of nested folders: a tmpfs on /home already hides /home/me.
     return sorted(f for f in folders if not any(_under(f, other) for other in folders - {f}))
 

@@ -24,13 +24,17 @@ _load = torch.load
 _objects = {}
 _cut = {}
 _MAX_TEXT = 400
+_limits = {"tensor_bytes": 64 * 1024**2}  # the grader's bound on the tensors in an answer
 
 
 def install(fd, config, watch_functions, watch_ops, cell_output, total_output):
     """Install the guard (see guard.py: its source runs in this module first), the watch of
     the listed torch functions and aten ops, the output caps, and `serve`."""
     state, record, protected = install_guard(fd, config)  # noqa: F821 (from guard.py)
+    _limits["tensor_bytes"] = config.get("max_tensor_bytes", _limits["tensor_bytes"])
     _cap_output(cell_output, total_output)
+    _cap_displays(total_output)
+    restore_streams = _keep_streams()
     _disable_exit()
     torch.backends.mha.set_fastpath_enabled(False)  # one path through nn.MultiheadAttention
     modes = _modes(record, frozenset(watch_functions), tuple(watch_ops))
@@ -44,9 +48,11 @@ def install(fd, config, watch_functions, watch_ops, cell_output, total_output):
         _call=_call,
         _load=_load,
         _save=_save,
+        _restore=restore_streams,
     ):
         """Answer one request file (written by the grader) with one response file. The
         guard lets the shim itself read and write the grader's folder, nobody else."""
+        _restore()
         _state["busy"] = True
         try:
             request = _load(request_path, weights_only=True)
@@ -54,13 +60,21 @@ def install(fd, config, watch_functions, watch_ops, cell_output, total_output):
             _state["busy"] = False
         _state["active"] = True
         try:
-            response = {"value": _encode(_call(request, ns, _modes))}
+            value = _call(request, ns, _modes)
         except KeyboardInterrupt:
             raise
         except BaseException as error:  # SystemExit from candidate code is an answer too
             response = {"raised": _describe(error)}
+        else:
+            try:
+                response = {"value": _encode(value)}
+            except KeyboardInterrupt:
+                raise
+            except BaseException as error:  # the value itself cannot be sent
+                response = {"raised": {**_describe(error), "unsendable": True}}
         finally:
             _state["active"] = False
+            _restore()
         _state["busy"] = True
         try:
             _save(response, response_path)
@@ -81,6 +95,50 @@ def _disable_exit():
 
     with contextlib.suppress(Exception):
         get_ipython().ask_exit = refuse  # noqa: F821 (IPython builtin)
+
+
+def _keep_streams():
+    """A notebook that replaces sys.stdout or sys.stderr (with None, say) would leave the
+    kernel unable to finish any later request: put the kernel's own streams back after
+    every cell and around every call. Returns the function that does it."""
+    streams = (sys.stdout, sys.stderr)
+
+    def restore(*args, _streams=streams, _sys=sys):
+        if _sys.stdout is not _streams[0] or _sys.stderr is not _streams[1]:
+            _sys.stdout, _sys.stderr = _streams
+
+    with contextlib.suppress(Exception):
+        events = get_ipython().events  # noqa: F821 (IPython builtin)
+        events.register("pre_run_cell", restore)
+        events.register("post_run_cell", restore)
+    return restore
+
+
+def _cap_displays(budget):
+    """Replace displays and execute results past `budget` characters per cell by a short
+    note before they are sent (a 300 MB HTML display never crosses the wire). The grader
+    also refuses any message over its own bound."""
+    used = {}
+
+    def cap(msg, _used=used):
+        content = msg.get("content") or {}
+        data = content.get("data") or {}
+        size = sum(len(v) if isinstance(v, (str, bytes)) else len(repr(v)) for v in data.values())
+        key = str((msg.get("parent_header") or {}).get("msg_id", ""))
+        if _used.get(key, 0) + size > budget:
+            _cut[key] = _cut.get(key, 0) + size
+            content["data"] = {
+                "text/plain": f"[a display of {size:,} characters cut by the grader]"
+            }
+            content["metadata"] = {}
+        else:
+            _used[key] = _used.get(key, 0) + size
+        return msg
+
+    with contextlib.suppress(Exception):
+        shell = get_ipython()  # noqa: F821 (IPython builtin)
+        shell.display_pub.register_hook(cap)
+        shell.displayhook.register_hook(cap)
 
 
 def _cap_output(cell_budget, total_budget):
@@ -183,6 +241,11 @@ def _decode(value, ns):
 
 def _encode(value, depth=0):
     if isinstance(value, torch.Tensor):
+        size = value.numel() * value.element_size()
+        if size > _limits["tensor_bytes"]:  # before a stride-0 view is materialised
+            raise ValueError(
+                f"a tensor of {size:,} bytes (shape {tuple(value.shape)}) is too large"
+            )
         tensor = value.detach().as_subclass(torch.Tensor)
         if tensor.layout != torch.strided:
             tensor = tensor.to_dense()
@@ -221,6 +284,18 @@ def _where(error):
     return None, None
 
 
+def _raised_in_notebook(error):
+    """Whether the innermost frame of the error's traceback is the notebook's own code."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return False
+    path = tb.tb_frame.f_code.co_filename or ""
+    library = any(part in path for part in ("site-packages", "dist-packages"))
+    return not library and not path.startswith(("<grader", "<frozen", sys.prefix, sys.base_prefix))
+
+
 def _describe(error):
     if isinstance(error, _Undefined):
         return {"type": "NameError", "message": str(error), "undefined": error.args[0]}
@@ -228,9 +303,10 @@ def _describe(error):
     return {
         "type": _type_name(error),
         "message": _text(error),
-        # exactly NotImplementedError: its subclasses (IPython's StdinNotImplementedError
-        # from input(), say) are real errors, not stubs
-        "not_implemented": type(error) is NotImplementedError,
+        # a stub: exactly NotImplementedError (its subclasses, such as IPython's
+        # StdinNotImplementedError from input(), are real errors), raised by the notebook's
+        # own code (not by torch, which raises it for ops it lacks)
+        "not_implemented": type(error) is NotImplementedError and _raised_in_notebook(error),
         "memory": isinstance(error, MemoryError) or "can't allocate memory" in _text(error),
         "where": where,
         "line": line,

@@ -8,10 +8,15 @@ candidate started carry a marker we can look for afterwards.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -185,6 +190,93 @@ if os.fork() == 0:
     os._exit(0)
 time.sleep(0.5)
 """
+
+
+CANARY = "canary-5e1f0c2d9a"
+LEAK_SECRETS = """
+import glob, os
+found = [v for v in os.environ.values() if 'canary' in v]
+try:
+    paths = glob.glob('/proc/*/environ')
+except Exception:
+    paths = []
+for path in [f'/proc/{os.getppid()}/environ', *paths][:50]:
+    try:
+        with open(path, 'rb') as f:
+            found += [v for v in f.read().decode(errors='replace').split('\\0') if 'canary' in v]
+    except Exception:
+        pass
+raise RuntimeError(f'leaked: {found}')
+"""
+
+# Startup files and a module named like one the kernel imports, left for the next kernel.
+PLANT_FOR_NEXT_KERNEL = """
+import os
+startup = os.path.join(os.environ['IPYTHONDIR'], 'profile_default', 'startup')
+os.makedirs(startup, exist_ok=True)
+with open(os.path.join(startup, '00-sabotage.py'), 'w') as f:
+    f.write('import os\\nos._exit(1)\\n')
+with open('torch.py', 'w') as f:
+    f.write('raise ImportError(\"planted\")\\n')
+"""
+
+# Fast the first time, slow on every replay (the marker outlives the kernel).
+SLOW_ON_REPLAY = """
+import os, time
+marker = os.path.join(os.path.dirname(os.getcwd()), 'ran-{i}')
+if os.path.exists(marker):
+    time.sleep(60)
+open(marker, 'w').close()
+"""
+
+# Every answer becomes a view of 4 bytes that claims 8 GiB.
+FORGE_A_VIEW = """
+import sys, torch
+shim = next(m for n, m in sys.modules.items() if n.startswith('_grader_shim'))
+shim._encode = lambda value, depth=0: torch.zeros(1).expand(2**31)
+"""
+
+# A process whose pid changes every millisecond or so (a small Python that forks and
+# exits, again and again): one look at /proc sees a pid that is already gone. It touches
+# a heartbeat file in the grading's TMPDIR, which `run_fault` watches afterwards.
+WALKING_PROCESS = """
+import os, subprocess, sys, time
+beat = os.path.join(os.path.dirname(os.path.dirname(os.getcwd())), 'heartbeat')
+walk = 'import os, sys\\nwhile True:\\n    os.utime(sys.argv[1]) if os.path.exists(sys.argv[1]) else open(sys.argv[1], "w").close()\\n    if os.fork():\\n        os._exit(0)'
+subprocess.Popen([sys.executable, '-c', walk, beat], start_new_session=True)
+time.sleep(0.5)
+"""
+
+
+def no_canary(report: dict) -> None:
+    text = json.dumps(report)
+    assert CANARY not in text
+    [error] = report["cell_errors"]
+    assert "leaked: []" in error["message"], error
+
+
+def within_the_deadline(report: dict) -> None:
+    s = statuses(report)
+    assert report["score"] == 0
+    assert "skipped" in s.values(), s
+    assert any("limit" in t["message"] for t in report["tests"] if t["status"] == "skipped")
+
+
+def not_stubs(text: str) -> Callable[[dict], None]:
+    """The candidate's forward is not a stub: no test says "not implemented"; some say `text`."""
+
+    def expect(report: dict) -> None:
+        assert "not_implemented" not in statuses(report).values(), statuses(report)
+        assert any(text in t["message"] for t in report["tests"]), report["tests"][0]
+
+    return expect
+
+
+def few_findings(report: dict) -> None:
+    machinery = [f for f in report["integrity"] if f["kind"] == "machinery"]
+    assert 1 < len(machinery) <= 51, len(machinery)
+    assert machinery[-1]["message"].startswith("... and "), machinery[-1]
+
 
 FAULTS = [
     Fault(
@@ -526,6 +618,104 @@ FAULTS = [
         replace=((RETURN, "        return torch.zeros_like(x), None\n"),),
         cells=('print(\'{"score": 53, "max_score": 53, "level_reached": 8}\')',),
     ),
+    # -- hardening: secrets, planted files, deadlines, streams, sizes, statuses ----------
+    Fault(
+        "reads_the_graders_environment",
+        no_canary,
+        cells=(LEAK_SECRETS,),
+        env={"GRADER_TEST_SECRET": CANARY, "AWS_SECRET_ACCESS_KEY": CANARY},
+    ),
+    Fault(
+        "plants_startup_files_for_the_next_kernel",
+        crashed_then_recovered,
+        cells=(PLANT_FOR_NEXT_KERNEL,),
+        replace=(
+            (
+                FORWARD,
+                "        import os\n        if x.shape[1] == 1:\n            os._exit(1)\n"
+                + FORWARD,
+            ),
+        ),
+    ),
+    Fault(
+        "slow_replays_stay_within_the_timeout",
+        within_the_deadline,
+        cells=tuple(SLOW_ON_REPLAY.format(i=i) for i in range(12)),
+        replace=((FORWARD, "        __import__('os')._exit(1)\n" + FORWARD),),
+        flags=(*FAST, "--timeout", "20"),
+        bound=32,
+    ),
+    Fault(
+        "keeps_forking_away",
+        all_but_the_source_scan("subprocess"),
+        cells=(WALKING_PROCESS,),
+    ),
+    Fault(
+        "keeps_forking_away_without_bubblewrap",  # no PID namespace: the kill loop alone
+        all_but_the_source_scan("subprocess"),
+        cells=(WALKING_PROCESS,),
+        env={"PATH": str(Path(sys.executable).parent)},
+    ),
+    Fault(
+        "replaces_the_standard_streams",
+        full_marks,
+        cells=("import sys\nsys.stdout = None\nsys.stderr = None",),
+        exit_code=0,
+        bound=60,
+    ),
+    Fault(
+        "returns_a_meta_tensor",
+        not_stubs("cannot receive"),
+        replace=((RETURN, "        return torch.empty_like(y, device='meta'), None\n"),),
+    ),
+    Fault(
+        "torch_raises_not_implemented_in_forward",
+        not_stubs("NotImplementedError"),
+        replace=((FORWARD, "        torch.empty(3, device='meta').nonzero()\n" + FORWARD),),
+    ),
+    Fault(
+        "returns_a_stride_zero_view_of_gigabytes",
+        not_stubs("too large"),
+        replace=((RETURN, "        return torch.zeros(1).expand(2**31), None\n"),),
+    ),
+    Fault(
+        "forges_a_stride_zero_answer",  # past the shim: the grader's own bound holds
+        lambda r: (
+            None
+            if any("more than the grader accepts" in t["message"] for t in r["tests"])
+            else pytest.fail(str(r["tests"][:3]))
+        ),
+        cells=(FORGE_A_VIEW,),
+    ),
+    Fault(
+        "display_flood_past_the_kernels_cap",
+        all_but_the_source_scan("get_ipython"),
+        cells=(
+            "from IPython.display import HTML, display\n"
+            "get_ipython().display_pub._hooks.clear()\n"
+            "for _ in range(3):\n    display(HTML('x' * 100_000_000))",
+        ),
+    ),
+    Fault(
+        "floods_the_guard_with_findings",
+        few_findings,
+        cells=(
+            "import os\nfor i in range(5000):\n    try:\n"
+            "        os.listdir(f'/proc/1/fd/{i}')\n    except Exception:\n        pass",
+        ),
+    ),
+    Fault(
+        "markup_and_control_characters_in_messages",
+        only_test("single_token_and_batch_of_one", "error", "[/x] [batch, seq]"),
+        replace=(
+            (
+                FORWARD,
+                "        if x.shape[1] == 1:\n"
+                "            raise ValueError('[/x] [batch, seq] \\x1b[2J\\x00\\udc80')\n"
+                + FORWARD,
+            ),
+        ),
+    ),
 ]
 
 
@@ -560,11 +750,22 @@ class Outcome:
     folder_after: dict
 
 
+def still_beating(heartbeat: Path) -> list[int]:
+    """[-1] if a candidate process still touches `heartbeat` (one too quick to be seen in
+    /proc), else []."""
+    if not heartbeat.exists():
+        return []
+    before = heartbeat.stat().st_mtime_ns
+    time.sleep(0.5)
+    return [-1] if heartbeat.stat().st_mtime_ns != before else []
+
+
 def run_fault(fault: Fault, root: Path) -> Outcome:
     folder = root / fault.name
     notebook = build(fault, folder)
-    scratch = root / f"{fault.name}-tmp"
-    scratch.mkdir()
+    # Short, so the scratch space goes inside it (a deep TMPDIR gives way to /tmp) and the
+    # kernel's own TMPDIR, below it, carries the marker.
+    scratch = Path(tempfile.mkdtemp(prefix="gf-", dir="/tmp"))
     before = snapshot(folder)
     env = {**os.environ, "TMPDIR": str(scratch), **fault.env}
     started = time.monotonic()
@@ -573,12 +774,10 @@ def run_fault(fault: Fault, root: Path) -> Outcome:
         capture_output=True, text=True, timeout=fault.bound * 3, env=env, cwd=folder,
     )  # fmt: skip
     seconds = time.monotonic() - started
+    left = leftovers(str(scratch)) + still_beating(scratch / "heartbeat")
+    shutil.rmtree(scratch, ignore_errors=True)
     return Outcome(
-        Graded(done.returncode, done.stdout, done.stderr),
-        seconds,
-        leftovers(str(scratch)),
-        before,
-        snapshot(folder),
+        Graded(done.returncode, done.stdout, done.stderr), seconds, left, before, snapshot(folder)
     )
 
 
@@ -605,3 +804,95 @@ def test_fault_is_graded_safely(outcomes, fault):
     assert outcome.seconds < fault.bound, f"took {outcome.seconds:.1f} s, bound {fault.bound} s"
     assert outcome.left == [], f"processes left behind: {outcome.left}"
     assert outcome.folder_after == outcome.folder_before
+
+
+# -- signals and literal text: through the real command, outside the corpus ---------------
+
+
+def _notebook_with(folder: Path, *cells: str, replace: tuple[tuple[str, str], ...] = ()) -> Path:
+    return build(Fault(folder.name, full_marks, cells=cells, replace=replace), folder)
+
+
+def _start_grade(notebook: Path, scratch: Path, *flags: str) -> subprocess.Popen:
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    command = [sys.executable, "-m", "grader.cli", str(notebook), "--json", *flags]
+    return subprocess.Popen(
+        command, env=env, cwd=notebook.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+
+
+def _wait_for_kernel(grading: subprocess.Popen, marker: str, bound: float = 30) -> None:
+    """Until a process of the grading other than `grade` itself (which has the marker in
+    its own environment) is there."""
+    deadline = time.monotonic() + bound
+    while not set(leftovers(marker)) - {grading.pid}:
+        assert time.monotonic() < deadline, "the kernel never started"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("delay", [0.0, 1.0, 3.0])
+def test_a_storm_of_sigterms_leaves_nothing_behind(tmp_path, delay):
+    """SIGTERM every few milliseconds, from `delay` seconds after the kernel appears until
+    `grade` exits: cleanup still runs to the end (nothing left, scratch space removed)."""
+    notebook = _notebook_with(tmp_path / "storm", "import time\ntime.sleep(600)")
+    scratch = Path(tempfile.mkdtemp(prefix="gs-", dir="/tmp"))
+    try:
+        grading = _start_grade(notebook, scratch, "--cell-timeout", "600")
+        _wait_for_kernel(grading, str(scratch))
+        time.sleep(delay)
+        deadline = time.monotonic() + 30
+        while grading.poll() is None and time.monotonic() < deadline:
+            grading.send_signal(signal.SIGTERM)
+            time.sleep(0.003)
+        grading.communicate(timeout=30)
+        assert grading.returncode == 128 + signal.SIGTERM
+        assert leftovers(str(scratch)) == []
+        assert list(scratch.iterdir()) == []
+    finally:
+        for pid in leftovers(str(scratch)):
+            os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def test_the_kernel_dies_with_the_grader(tmp_path):
+    """Even SIGKILL, which no cleanup can catch: the kernel goes with the grader."""
+    notebook = _notebook_with(tmp_path / "orphan", "import time\ntime.sleep(600)")
+    scratch = Path(tempfile.mkdtemp(prefix="gk-", dir="/tmp"))
+    try:
+        grading = _start_grade(notebook, scratch, "--cell-timeout", "600")
+        _wait_for_kernel(grading, str(scratch))
+        grading.kill()
+        grading.communicate(timeout=30)
+        deadline = time.monotonic() + 5
+        while leftovers(str(scratch)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert leftovers(str(scratch)) == []
+    finally:
+        for pid in leftovers(str(scratch)):
+            os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def test_candidate_text_is_literal_in_every_output(tmp_path):
+    """Rich markup, terminal escapes, NUL and a lone surrogate in a candidate's message:
+    the card prints them as text, the JUnit file is well-formed XML, results.json loads."""
+    raise_it = (
+        "        if x.shape[1] == 1:\n"
+        "            raise ValueError('[/x] [batch, seq] [bold]b[/bold] \\x1b[2J\\x00\\udc80')\n"
+    )
+    notebook = _notebook_with(tmp_path / "markup", replace=((FORWARD, raise_it + FORWARD),))
+    junit, gradescope = tmp_path / "junit.xml", tmp_path / "results.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "grader.cli", str(notebook), "--junit", str(junit),
+         "--gradescope", str(gradescope)],
+        capture_output=True, cwd=notebook.parent, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr.decode(errors="replace")[-2000:]
+    card = done.stdout.decode()  # strict: the card is valid UTF-8
+    assert all(word in card for word in ("[/x]", "[batch,", "seq]", "[bold]b[/bold]", "\\x1b"))
+    assert "\x1b" not in card and "\x00" not in card
+    suite = ET.fromstring(junit.read_bytes())
+    messages = [e.get("message", "") for e in suite.iter("error")]
+    assert any("[/x] [batch, seq]" in m for m in messages), messages
+    results = json.loads(gradescope.read_text(encoding="utf-8"))
+    assert any("[batch, seq]" in t["output"] for t in results["tests"])

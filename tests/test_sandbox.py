@@ -28,14 +28,16 @@ needs_bwrap = pytest.mark.skipif(
 )
 
 
-def graded_with(tmp_path: Path, cell: str, *flags: str) -> Graded:
+def graded_with(
+    tmp_path: Path, cell: str, *flags: str, env: dict[str, str] | None = None
+) -> Graded:
     nb = nbformat.read(SOLUTIONS / "mha_interview.ipynb", as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell(cell))
     path = tmp_path / f"nb-{uuid.uuid4().hex[:6]}.ipynb"
     nbformat.write(nb, path)
     done = subprocess.run(
         [sys.executable, "-m", "grader.cli", str(path), "--json", *flags],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})},
     )  # fmt: skip
     return Graded(done.returncode, done.stdout, done.stderr)
 
@@ -92,11 +94,20 @@ assert not any(b'grader.cli' in c for c in mine), 'the grader is visible'
 
 
 @needs_bwrap
-def test_sandbox_hides_the_grader_process(tmp_path):
-    assert cell_errors(graded_with(tmp_path, HUNT_FOR_THE_GRADER, "--sandbox")) == []
-    assert "the grader is visible" in " ".join(
-        cell_errors(graded_with(tmp_path, HUNT_FOR_THE_GRADER))
-    )
+def test_the_grader_process_is_out_of_sight(tmp_path):
+    """With bubblewrap installed every kernel has its own PID namespace and /proc, with
+    --sandbox or without: the grader's process is not there to find or signal. (The hunt
+    itself finds `grade` from outside the namespace: this process sees it.)"""
+    graded = graded_with(tmp_path, HUNT_FOR_THE_GRADER, "--sandbox")
+    assert cell_errors(graded) == []
+    assert cell_errors(graded_with(tmp_path, HUNT_FOR_THE_GRADER)) == []
+    stand_in = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "grader.cli"])
+    try:
+        hunt = subprocess.run([sys.executable, "-c", HUNT_FOR_THE_GRADER], capture_output=True)
+        assert b"the grader is visible" in hunt.stderr, hunt.stderr
+    finally:
+        stand_in.kill()
+        stand_in.wait()
 
 
 @needs_bwrap
@@ -123,6 +134,57 @@ def test_sandbox_hides_the_home_folder(tmp_path):
         assert "home is readable" in " ".join(cell_errors(graded_with(tmp_path, cell)))
     finally:
         canary.unlink(missing_ok=True)
+
+
+CANARY = "canary-90b7d1e4"
+# Everything a program the notebook starts can read: its own environment and that of
+# every process it can see.
+READ_EVERY_ENVIRONMENT = """
+import subprocess
+out = subprocess.run('env; cat /proc/*/environ', shell=True, capture_output=True).stdout
+leaked = CANARY.encode() in out
+raise RuntimeError(f'leaked: {leaked}')
+""".replace("CANARY", repr(CANARY))
+
+
+@needs_bwrap
+def test_sandbox_keeps_the_graders_environment_out(tmp_path):
+    """The interviewer's secrets: in no kernel's environment (the allow-list), and in no
+    process a kernel can see (its own PID namespace and /proc, with --sandbox or without,
+    wherever bubblewrap is installed; without it, the README says what a program the
+    notebook starts can read)."""
+    secrets = {"GRADER_TEST_SECRET": CANARY, "GITHUB_TOKEN": CANARY}
+    for flags in (["--sandbox"], []):
+        graded = graded_with(tmp_path, READ_EVERY_ENVIRONMENT, *flags, env=secrets)
+        assert cell_errors(graded) == ["RuntimeError: leaked: False"], flags
+        assert CANARY not in graded.stdout + graded.stderr
+    exposed = subprocess.run(
+        ["sh", "-c", "cat /proc/*/environ"], capture_output=True, env={**os.environ, **secrets}
+    )
+    assert CANARY.encode() in exposed.stdout  # the same read, outside: the check can fail
+
+
+@needs_bwrap
+def test_sandbox_hides_neighbouring_gradings_wherever_tmpdir_is(tmp_path):
+    """With TMPDIR outside /tmp and the home folders, the folder holding the scratch
+    spaces is emptied too: another grading's connection file is out of sight."""
+    tmpdir = Path("/var/tmp") / f"g-{uuid.uuid4().hex[:8]}"
+    neighbour = tmpdir / "grader-neighbour"
+    neighbour.mkdir(parents=True)
+    (neighbour / "kernel-0.json").write_text('{"key": "' + CANARY + '"}')
+    cell = (
+        "import os\nparent = os.path.dirname(os.path.dirname(os.getcwd()))\n"
+        "raise RuntimeError(f'sees: {sorted(os.listdir(parent))}')"
+    )
+    try:
+        [sandboxed] = cell_errors(
+            graded_with(tmp_path, cell, "--sandbox", env={"TMPDIR": str(tmpdir)})
+        )
+        assert "grader-" in sandboxed and "grader-neighbour" not in sandboxed, sandboxed
+        [plain] = cell_errors(graded_with(tmp_path, cell, env={"TMPDIR": str(tmpdir)}))
+        assert "grader-neighbour" in plain, plain
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
 
 
 def test_sandbox_without_bubblewrap_exits_2(tmp_path):

@@ -1,0 +1,78 @@
+"""Signals that stop a grading, and the cleanup they must not cut short.
+
+The `grade` command turns SIGTERM and SIGHUP into `Stopped` and SIGINT into
+KeyboardInterrupt, both raised in the main thread so that the session's cleanup runs on
+the way out. A signal that arrives while cleanup (or the setup of what cleanup undoes)
+is under way waits: `held()` marks such a section, and the signal is raised when the
+outermost section ends. Once one has been raised, later ones are ignored: the grader is
+already on its way out, cleaning up. Python runs signal handlers in the main thread only,
+whichever thread the signal reached, so plain module state is enough.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+STOPPING = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+_held = 0
+_pending: int | None = None
+_raised = False
+
+
+class Stopped(BaseException):
+    """SIGTERM or SIGHUP arrived. Like KeyboardInterrupt, it unwinds past `except
+    Exception`, so the kernel, its processes and the scratch space are cleaned up."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def stop_on_signals() -> None:
+    """Install the handlers (main thread only: the `grade` command)."""
+    for signum in STOPPING:
+        signal.signal(signum, _handle)
+
+
+def ignore_signals() -> None:
+    """On the way out of the command, once cleanup is done: ignore stopping signals, so
+    that one arriving while the interpreter shuts down (which puts back the default
+    handlers of Python's own) cannot kill the process and change its exit code."""
+    for signum in STOPPING:
+        signal.signal(signum, signal.SIG_IGN)
+
+
+@contextmanager
+def held() -> Iterator[None]:
+    """A section that a stopping signal must not interrupt: the signal is raised when the
+    outermost section ends (unless an exception is already on its way out)."""
+    global _held, _pending
+    _held += 1
+    try:
+        yield
+    finally:
+        _held -= 1
+        if not _held and _pending is not None and sys.exc_info()[0] is None:
+            signum, _pending = _pending, None
+            _raise(signum)
+
+
+def _handle(signum: int, frame: object) -> None:
+    global _pending
+    if _raised:
+        return
+    if _held:
+        _pending = _pending or signum
+        return
+    _raise(signum)
+
+
+def _raise(signum: int) -> None:
+    global _raised
+    _raised = True
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Stopped(signum)

@@ -1,0 +1,108 @@
+"""Killing what a notebook started, with real processes (no kernel).
+
+Each scenario runs in a fresh Python that adopts orphans, as `grade` does (a test process
+that became a subreaper would reap other tests' children). A walking process, one that
+forks and exits a thousand times a second, shows it is alive by touching a heartbeat file.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from grader import procs
+from tests.helpers import ROOT
+
+WALK = (
+    "import os, sys\n"
+    "while True:\n"
+    "    os.utime(sys.argv[1]) if os.path.exists(sys.argv[1]) else open(sys.argv[1], 'w').close()\n"
+    "    if os.fork():\n"
+    "        os._exit(0)\n"
+)
+SCENARIO = """
+import os, subprocess, sys, time
+from grader import procs
+procs.adopt_orphans()
+beat, kind = sys.argv[1], sys.argv[2]
+env = {**os.environ, "GRADER_SESSION": "walk-test"}
+if kind == "walk":
+    quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    subprocess.Popen([sys.executable, "-c", WALK, beat], start_new_session=True, **quiet)
+else:  # a parent with two sleeping children
+    subprocess.Popen(["sh", "-c", "sleep 300 & sleep 300 & wait"], env=env)
+time.sleep(0.5)
+find = lambda: procs.tagged("walk-test") | procs.adopted()
+if kind == "snapshot":
+    procs.kill_all(find())
+    print(0.0, flush=True)
+else:
+    started = time.monotonic()
+    left = procs.kill_until_none(find)
+    print(time.monotonic() - started, len(left), flush=True)
+"""
+
+
+def _run(tmp_path: Path, kind: str) -> tuple[float, Path]:
+    beat = tmp_path / "heartbeat"
+    code = f"WALK = {WALK!r}\n" + textwrap.dedent(SCENARIO)
+    kind_arg = "walk" if kind in ("walk", "snapshot-walk") else kind
+    if kind == "snapshot-walk":
+        code = code.replace('if kind == "snapshot":', "if True:")
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(beat), kind_arg],
+        capture_output=True, text=True, timeout=60, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return float(done.stdout.split()[0]), beat
+
+
+def _beating(beat: Path) -> bool:
+    if not beat.exists():
+        return False
+    before = beat.stat().st_mtime_ns
+    time.sleep(0.3)
+    return beat.stat().st_mtime_ns != before
+
+
+@pytest.fixture
+def cleanup(tmp_path):
+    yield
+    # whatever survived dies with its heartbeat folder: the walker exits when it cannot write
+    shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_one_snapshot_misses_a_walking_process(tmp_path, cleanup):
+    _, beat = _run(tmp_path, "snapshot-walk")
+    assert _beating(beat)  # why kill_until_none exists
+
+
+def test_a_walking_process_is_killed(tmp_path, cleanup):
+    seconds, beat = _run(tmp_path, "walk")
+    assert not _beating(beat)
+    assert seconds < 10
+
+
+def test_the_ordinary_case_is_quick(tmp_path, cleanup):
+    seconds, _ = _run(tmp_path, "family")
+    assert procs.tagged("walk-test") == set()
+    assert seconds < 5  # a generous bound; it is milliseconds (see the printed figure)
+
+
+def test_nothing_to_kill_returns_at_once():
+    started = time.monotonic()
+    assert procs.kill_until_none(set) == set()
+    assert time.monotonic() - started < 1
+
+
+def test_the_caller_and_its_ancestors_are_spared():
+    mine = {os.getpid(), os.getppid()}
+    assert procs.kill_until_none(lambda: set(mine), bound=1) == set()

@@ -1,0 +1,272 @@
+"""Candidate text on every output: literal on the card, well-formed in XML and JSON.
+
+Pure: GradeReports are built by hand, no kernel.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import xml.etree.ElementTree as ET
+from dataclasses import replace
+
+import pytest
+from rich.console import Console
+
+from grader.records import Finding
+from grader.report import render, to_gradescope, to_json, to_junit
+from grader.results import CellError, CheckResult, CutOutput, GradeReport, summarise
+from grader.text import encodable, printable, xml_safe
+
+MARKUP = "[/x] [batch, seq] [bold red]boom[/]"
+TERMINAL = "\x1b[2J\x1b]0;pwned\x07"
+CONTROLS = "\x00\x01\x08\x0b\x0c\x1f\x7f\x85"
+SURROGATES = "\udc80\ud800"
+HOSTILE = f"{MARKUP} {TERMINAL} {CONTROLS} {SURROGATES} \ufffe"
+LONG = HOSTILE + " " + "x" * 20_000
+# Nothing of these may reach a terminal or a UTF-8 file.
+RAW = "\x1b\x00\x01\x07\x08\x0b\x0c\x1f\x7f\x85\udc80\ud800"
+
+
+def _hostile_report() -> GradeReport:
+    """Hostile text in every field the candidate could reach, and a few it cannot."""
+    levels = [f"shapes {MARKUP}", f"masks {TERMINAL}", "parity"]
+    tests = [
+        CheckResult(f"t1 {MARKUP}", 1, levels[0], "failed", 0, 1, HOSTILE),
+        CheckResult(f"t2 {TERMINAL}", 2, levels[1], "error", 0, 1, LONG, hidden=False),
+        CheckResult(f"t3 {SURROGATES}", 3, levels[2], "timeout", 0, 1, HOSTILE),
+        CheckResult("t4", 3, levels[2], "crashed", 0, 1, f"crashed: {HOSTILE}"),
+        CheckResult("t5", 3, levels[2], "not_implemented", 0, 1, HOSTILE),
+        CheckResult("t6", 3, levels[2], "skipped", 0, 1, HOSTILE),
+        CheckResult("t7", 1, levels[0], "passed", 1, 1, HOSTILE),
+    ]
+    summary, reached = summarise(levels, tests)
+    return GradeReport(
+        exercise=f"demo {CONTROLS}",
+        title=f"Demo {MARKUP}",
+        notebook=f"nb {MARKUP} {TERMINAL} {SURROGATES}.ipynb",
+        score=1,
+        max_score=7,
+        level_reached=1,
+        level_reached_name=levels[0],
+        levels=summary,
+        duration_s=1.5,
+        tests=tests,
+        cell_errors=[
+            CellError(2, "error", HOSTILE, HOSTILE, 5),
+            CellError(3, "timeout", LONG),
+        ],
+        headlines=[HOSTILE],
+        integrity=[
+            Finding("machinery", HOSTILE, 2, 3),
+            Finding("hidden", LONG),
+            Finding("builtin", f"eval {MARKUP}", 4),
+        ],
+        notes=[HOSTILE],
+        cut_output=[CutOutput(2, f"{HOSTILE}\n{HOSTILE}", 12_345), CutOutput(3, LONG, 5)],
+        torch_version=f"2.0 {MARKUP}",
+        grader_version=f"1.0 {SURROGATES}",
+    )
+
+
+def _card(report: GradeReport, width: int = 120) -> str:
+    out = io.StringIO()
+    render(report, Console(file=out, width=width, color_system=None, force_terminal=False))
+    return out.getvalue()
+
+
+# -- the helpers ---------------------------------------------------------------------------
+
+
+def test_printable_escapes_controls_and_surrogates_and_keeps_the_rest():
+    assert printable("a\tb\nc") == "a\tb\nc"
+    assert printable(TERMINAL) == "\\x1b[2J\\x1b]0;pwned\\x07"
+    assert printable(CONTROLS) == "\\x00\\x01\\x08\\x0b\\x0c\\x1f\\x7f\\x85"
+    assert printable(SURROGATES) == "\\udc80\\ud800"
+    assert printable("\r") == "\\x0d"
+    ordinary = "expected shape (2, 5, 16), got (2, 5, 8) — é ü 中 😀 [0, 1]"
+    assert printable(ordinary) == ordinary
+
+
+def test_xml_safe_escapes_what_xml_forbids_and_keeps_what_it_allows():
+    assert xml_safe("a\tb\nc\rd") == "a\tb\nc\rd"
+    assert xml_safe("\x00\x1b\ufffe\uffff\ud800") == "\\x00\\x1b\\ufffe\\uffff\\ud800"
+    assert xml_safe("<&> é 😀") == "<&> é 😀"
+
+
+def test_encodable_escapes_only_lone_surrogates():
+    assert encodable(f"a{SURROGATES}\x00\x1b😀") == "a\\udc80\\ud800\x00\x1b😀"
+    encodable(HOSTILE).encode("utf-8")
+
+
+# -- the card ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("width", [40, 80, 120, 200])
+def test_the_card_shows_candidate_text_literally(width):
+    card = _card(_hostile_report(), width)
+    flat = card.replace("\n", "")
+    assert "[batch, seq]" in card and "[/x]" in card
+    assert "[bold red]boom[/]" in flat
+    assert not any(c in card for c in RAW), [c for c in RAW if c in card]
+    assert "\\x1b[2J" in flat and "\\udc80" in flat and "\\x00" in flat
+
+
+def test_every_candidate_field_reaches_the_card_escaped():
+    card = _card(_hostile_report(), 400).replace("\n", "")
+    for text in (
+        "nb [/x] [batch, seq] [bold red]boom[/] \\x1b[2J\\x1b]0;pwned\\x07 \\udc80\\ud800.ipynb",
+        "demo \\x00\\x01",
+        "Demo [/x]",
+        "torch 2.0 [/x]",
+        "t1 [/x] [batch, seq]",
+        "t2 \\x1b[2J",
+        "(public)",
+        "t3 \\udc80\\ud800",
+        "shapes [/x] [batch, seq]",
+        "masks \\x1b[2J",
+        "eval [/x]",
+        "12,345 chars",
+        "note: [/x]",
+        "! [/x]",
+    ):
+        assert text in card, text
+
+
+def test_the_card_prints_to_a_strict_utf8_stream():
+    for terminal in (False, True):
+        raw = io.BytesIO()
+        stream = io.TextIOWrapper(raw, encoding="utf-8", errors="strict")
+        render(_hostile_report(), Console(file=stream, width=100, force_terminal=terminal))
+        stream.flush()
+        written = raw.getvalue().decode("utf-8")
+        assert "[batch, seq]" in written
+        assert "\x1b]0;" not in written and "\x1b[2J" not in written
+
+
+def test_the_card_with_a_recording_console_exports_literal_text():
+    console = Console(record=True, width=120, file=io.StringIO())
+    render(_hostile_report(), console)
+    text = console.export_text()
+    assert "[/x] [batch, seq]" in text
+    assert not any(c in text for c in RAW)
+
+
+def _ordinary_report() -> GradeReport:
+    levels = ["shapes", "masks", "parity"]
+    message = "expected shape (2, 5, 16), got (2, 5, 8)"
+    tests = [
+        CheckResult("a", 1, "shapes", "passed", 1, 1),
+        CheckResult("b", 2, "masks", "failed", 0, 1, message),
+        CheckResult("c", 3, "parity", "not_implemented", 0, 1, "not implemented: forward"),
+    ]
+    summary, reached = summarise(levels, tests)
+    return GradeReport(
+        exercise="demo", title="Demo", notebook="nb.ipynb",
+        score=1, max_score=3, level_reached=reached, level_reached_name=levels[reached - 1],
+        levels=summary, duration_s=1.23, tests=tests,
+        cell_errors=[CellError(4, "error", "NameError: name 'x' is not defined")],
+        headlines=["cell 2: `foo` is not available in the grading environment"],
+        integrity=[Finding("builtin", "eval", 3, 2)],
+        notes=["the notebook\tprinted a lot"],
+        cut_output=[CutOutput(3, "spam\nspam", 99_000)],
+        torch_version="2.3.0",
+    )  # fmt: skip
+
+
+def test_an_ordinary_report_reads_as_before():
+    card = _card(_ordinary_report())
+    for text in (
+        "Exercise  demo — Demo",
+        "Notebook  nb.ipynb",
+        "Duration  1.2 s   (torch 2.3.0)",
+        "failed: expected shape (2, 5, 16), got (2, 5, 8)",
+        "not implemented: forward",
+        "NameError: name 'x' is not defined",
+        "! cell 2: `foo` is not available in the grading environment",
+        "cell 3, line 2",
+        "99,000 chars",
+        "spam⏎ spam",
+        "Score 1/3   Level reached level 1 (shapes)",
+    ):
+        assert text in card, text
+    assert "\\x" not in card and "\\u" not in card
+
+
+# -- JUnit ---------------------------------------------------------------------------------
+
+
+def test_junit_is_well_formed_for_hostile_text():
+    suite = ET.fromstring(to_junit(_hostile_report()).encode("utf-8"))
+    assert suite.get("name") == "demo \\x00\\x01\\x08\\x0b\\x0c\\x1f\\x7f\\x85"
+    cases = suite.findall("testcase")
+    assert [c.get("name") for c in cases][:3] == [
+        f"t1 {MARKUP}",
+        "t2 \\x1b[2J\\x1b]0;pwned\\x07",
+        "t3 \\udc80\\ud800",
+    ]
+    assert (
+        cases[0].get("classname")
+        == f"demo \\x00\\x01\\x08\\x0b\\x0c\\x1f\\x7f\\x85.shapes {MARKUP}"
+    )
+    escaped = xml_safe(HOSTILE)
+    assert cases[0].find("failure").get("message") == escaped
+    assert cases[1].find("error").get("message").startswith(f"error: {escaped}")
+    assert cases[2].find("error").get("message") == f"timeout: {escaped}"
+    assert cases[4].find("skipped").get("message") == escaped
+    summary = json.loads(suite.find("system-out").text)
+    assert summary["headlines"] == [encodable(HOSTILE)]
+    assert summary["notebook"] == encodable(_hostile_report().notebook)
+    json.dumps(summary, ensure_ascii=False).encode("utf-8")
+
+
+def test_junit_of_an_ordinary_report_keeps_its_text():
+    suite = ET.fromstring(to_junit(_ordinary_report()).encode("utf-8"))
+    failure = suite.find("testcase[@name='b']/failure")
+    assert failure.get("message") == "expected shape (2, 5, 16), got (2, 5, 8)"
+    assert suite.get("tests") == "3" and suite.get("failures") == "1"
+
+
+# -- JSON and Gradescope -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("write", [to_json, to_gradescope])
+def test_json_outputs_load_and_encode_for_hostile_text(write):
+    text = write(_hostile_report())
+    text.encode("utf-8")
+    data = json.loads(text)
+    dumped = json.dumps(data, ensure_ascii=False)
+    dumped.encode("utf-8")  # no lone surrogate survives the round trip
+    assert "[batch, seq]" in dumped
+
+
+def test_json_keeps_its_fields_and_candidate_text():
+    report = _hostile_report()
+    data = json.loads(to_json(report))
+    assert list(data) == list(report.to_dict())
+    assert data["tests"][0]["message"] == encodable(HOSTILE)
+    assert data["tests"][0]["message"].startswith(MARKUP)
+    assert "\x1b[2J" in data["tests"][0]["message"]  # JSON carries controls as \u001b
+    assert data["cell_errors"][0]["message"] == encodable(HOSTILE)
+    assert data["integrity"][0] == {
+        "kind": "machinery",
+        "message": encodable(HOSTILE),
+        "cell": 2,
+        "line": 3,
+    }
+    assert data["cut_output"][0]["cut"] == 12_345
+
+
+def test_gradescope_keeps_its_fields_and_candidate_text():
+    data = json.loads(to_gradescope(_hostile_report()))
+    assert set(data) == {"score", "execution_time", "output", "tests", "extra_data"}
+    assert data["tests"][0]["output"] == f"failed: {encodable(HOSTILE)}"
+    assert data["extra_data"]["grader_version"] == "1.0 \\udc80\\ud800"
+    assert f"Cell 2 (error): {encodable(HOSTILE)}" in data["output"]
+
+
+def test_json_of_an_ordinary_report_is_unchanged():
+    report = _ordinary_report()
+    assert json.loads(to_json(report)) == json.loads(json.dumps(report.to_dict()))
+    report = replace(report, notebook="ordnér/nb 😀.ipynb")
+    assert json.loads(to_json(report))["notebook"] == "ordnér/nb 😀.ipynb"
