@@ -12,5 +12,8 @@ if ! command -v bwrap >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)
 fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -c constraints.txt ".[test]"
+.venv/bin/ruff format --check --quiet grader exercises tests benchmarks
+.venv/bin/ruff check --quiet grader exercises tests benchmarks
+.venv/bin/mypy
 .venv/bin/grade build --check
 .venv/bin/python -m pytest "$@"

@@ -12,9 +12,9 @@ from typing import Any
 
 import torch
 
+from grader.outcomes import Failed
 
-class Failed(AssertionError):
-    """A hidden test's verdict: the candidate's answer is wrong (message is one line)."""
+__all__ = ["Failed"]  # suites import it from here, with the helpers that raise it
 
 
 @dataclass(frozen=True)
@@ -171,8 +171,8 @@ def differ(a: torch.Tensor, b: torch.Tensor, what: str, at_least: float = 1e-4) 
 
 
 def rows_sum_to_one(w: torch.Tensor, what: str, atol: float = 1e-5) -> None:
-    """Attention weights: non-negative, summing to 1 over the last axis (within `atol`, and
-    never tighter than the dtype's default tolerance)."""
+    """Probabilities (a softmax, attention weights): non-negative, summing to 1 over the last
+    axis (within `atol`, and never tighter than the dtype's default tolerance)."""
     finite(w, what)
     tol = tolerance(w.dtype, atol=atol)
     bound = tol.atol + tol.rtol  # |expected| = 1

@@ -1,10 +1,8 @@
-"""`grade`: parse arguments, call one library function, render, map errors to exit codes.
+"""`grade`: parse arguments, call one library function, render, map errors to exit codes
+(`grader.errors.ExitCode`: 0 full marks, 1 points lost, 2 could not grade, 3 internal
+error, 130 interrupted, 128 + N stopped by signal N after cleaning up).
 
-Exit codes: 0 full marks (or a command that succeeded), 1 graded but not full marks (or
-`build --check` found stale scaffolds), 2 could not grade (bad file, unknown exercise,
-bad flag, kernel that will not start, broken exercise folder), 3 internal error (a bug in
-the grader, or in a hidden check: `GraderBug`), 130 interrupted (Ctrl-C), 143 and 129
-stopped by SIGTERM or SIGHUP (after cleaning up, as for Ctrl-C).
+Every default is `Limits()`'s; every size flag reads `none` and `0` as no limit.
 """
 
 from __future__ import annotations
@@ -18,11 +16,12 @@ import traceback
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from rich.console import Console
 
-from grader.errors import GraderBug, GraderError, UsageError
+from grader.errors import ExitCode, GraderBug, GraderError, UsageError
+from grader.limits import Limits
 from grader.signals import Stopped
 
 if TYPE_CHECKING:
@@ -33,13 +32,24 @@ _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
 
 def parse_size(text: str) -> int | None:
-    """'8G', '512M', '1.5GiB', '0' or 'none' -> bytes (None for no limit)."""
-    if text.strip().lower() in ("none", "off", "0"):
+    """'8G', '512M', '1.5GiB' -> bytes; '0', 'none' or 'off' -> None (no limit)."""
+    if text.strip().lower() in ("none", "off"):
         return None
     match = _SIZE.match(text)
     if not match:
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (try 8G or 512M)")
-    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+    size = int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+    return size or None
+
+
+def format_size(size: int | None) -> str:
+    """The inverse of `parse_size`, for help texts: 8589934592 -> '8G', None -> 'none'."""
+    if not size:
+        return "none"
+    for unit in "TGMK":
+        if size % _UNITS[unit.lower()] == 0:
+            return f"{size // _UNITS[unit.lower()]}{unit}"
+    return str(size)
 
 
 def _seconds(text: str) -> float:
@@ -63,12 +73,13 @@ def _count(text: str) -> int:
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise UsageError(message)
 
 
 def grading_parser() -> argparse.ArgumentParser:
-    """Arguments of `grade NOTEBOOK`."""
+    """Arguments of `grade NOTEBOOK`; the defaults are `Limits()`'s."""
+    d = Limits()
     p = _Parser(
         prog="grade",
         description="Grade a candidate's notebook against a hidden, progressive test suite. "
@@ -78,6 +89,7 @@ def grading_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--exercise", metavar="NAME", help="grade against this exercise, whatever the notebook says"
     )
+    _exercises_flag(p)
     p.add_argument(
         "--json",
         action="store_true",
@@ -92,44 +104,46 @@ def grading_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--cell-timeout",
         type=_seconds,
-        default=60.0,
+        default=d.cell_timeout,
         metavar="S",
-        help="time limit per notebook cell (default 60)",
+        help=f"time limit per notebook cell (default {d.cell_timeout:g})",
     )
     p.add_argument(
         "--call-timeout",
         type=_seconds,
-        default=20.0,
+        default=d.call_timeout,
         metavar="S",
-        help="time limit per call into candidate code (default 20)",
+        help=f"time limit per call into candidate code (default {d.call_timeout:g})",
     )
     p.add_argument(
         "--timeout",
         type=_seconds,
-        default=900.0,
+        default=d.total_timeout,
         metavar="S",
-        help="bound on the whole grading (default 900)",
+        help=f"bound on the whole grading (default {d.total_timeout:g})",
     )
     p.add_argument(
         "--max-timeouts",
         type=_count,
-        default=3,
+        default=d.max_timeouts,
         metavar="N",
-        help="skip the remaining tests after N timeouts in a row (default 3)",
+        help=f"skip the remaining tests after N timeouts in a row (default {d.max_timeouts})",
     )
     p.add_argument(
         "--memory-limit",
         type=parse_size,
-        default=8 * 1024**3,
+        default=d.memory_bytes,
         metavar="SIZE",
-        help="kernel memory cap, e.g. 8G, 512M, none (default 8G)",
+        help="kernel memory cap, e.g. 8G or 512M; none or 0: no cap "
+        f"(default {format_size(d.memory_bytes)})",
     )
     p.add_argument(
         "--max-output",
         type=parse_size,
-        default=64 * 1024,
+        default=d.cell_output_bytes,
         metavar="SIZE",
-        help="output kept per cell (default 64K; 16 times that in total)",
+        help="output kept per cell, 16 times that in total; none or 0: keep it all "
+        f"(default {format_size(d.cell_output_bytes)})",
     )
     p.add_argument(
         "--sandbox",
@@ -179,13 +193,13 @@ def main(argv: list[str] | None = None) -> int:
         return e.exit_code
     except BrokenPipeError:  # `grade nb | head`: the reader left; nothing more to say
         sys.stderr.close()
-        return 1
+        return ExitCode.NOT_FULL_MARKS
     except KeyboardInterrupt:
         err.print("grade: interrupted", markup=False)
-        return 130
+        return ExitCode.INTERRUPTED
     except Stopped as e:
         err.print(f"grade: stopped by {signal.Signals(e.signum).name}", markup=False)
-        return 128 + e.signum
+        return ExitCode.stopped_by(e.signum)
     except Exception as e:  # a bug in the grader: one line, unless asked for the traceback
         if os.environ.get("GRADER_DEBUG"):
             raise
@@ -193,12 +207,11 @@ def main(argv: list[str] | None = None) -> int:
             f"grade: internal error: {type(e).__name__}: {e} (set GRADER_DEBUG=1 for a traceback)",
             markup=False,
         )
-        return 3
+        return ExitCode.INTERNAL_ERROR
 
 
 def _grade(argv: list[str]) -> int:
     from grader.grade import grade_notebook
-    from grader.kernel import Limits
     from grader.report import render, to_gradescope, to_json, to_junit
     from grader.sandbox import INSTALL_HINT, bwrap_path
 
@@ -209,25 +222,27 @@ def _grade(argv: list[str]) -> int:
         )
     _writable(args.junit, "JUnit file")
     _writable(args.gradescope, "Gradescope results")
-    output = args.max_output or 64 * 1024
+    output = args.max_output
     limits = Limits(
         cell_timeout=args.cell_timeout,
         call_timeout=args.call_timeout,
         total_timeout=args.timeout,
         memory_bytes=args.memory_limit,
         cell_output_bytes=output,
-        total_output_bytes=16 * output,
+        total_output_bytes=None if output is None else 16 * output,
         max_timeouts=max(1, args.max_timeouts),
         sandbox=args.sandbox,
     )
-    report = grade_notebook(args.notebook, exercise=args.exercise, limits=limits)
+    report = grade_notebook(
+        args.notebook, exercise=args.exercise, limits=limits, exercises=args.exercises
+    )
     _write(args.junit, "JUnit file", to_junit, report)
     _write(args.gradescope, "Gradescope results", to_gradescope, report)
     if args.json:
         print(to_json(report))
     else:
         render(report, Console(highlight=False))
-    return 0 if report.full_marks else 1
+    return ExitCode.FULL_MARKS if report.full_marks else ExitCode.NOT_FULL_MARKS
 
 
 def _writable(path: str | None, what: str) -> None:
@@ -255,14 +270,26 @@ def _write(
         raise UsageError(f"{path}: cannot write {what}: {e.strerror or e}") from None
 
 
+def _exercises_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--exercises",
+        metavar="DIR",
+        help="also load the exercises in DIR (each a folder with a suite.py), in front of the "
+        "built-in ones (default: $GRADER_EXERCISES)",
+    )
+
+
 def _list(argv: list[str]) -> int:
     from grader.catalog import render_catalog
+    from grader.exercise import use_exercises
 
     p = _Parser(prog="grade list", description="Print the catalog of exercises.")
     p.add_argument("--json", action="store_true", help="print the catalog as JSON")
+    _exercises_flag(p)
     args = p.parse_args(argv)
+    use_exercises(args.exercises)
     render_catalog(Console(highlight=False), as_json=args.json)
-    return 0
+    return ExitCode.FULL_MARKS
 
 
 def _build(argv: list[str]) -> int:
@@ -286,7 +313,7 @@ def _build(argv: list[str]) -> int:
     console = Console(highlight=False, stderr=args.check and bool(stale))
     for line in stale:
         console.print(line, markup=False)
-    return 1 if (args.check and stale) else 0
+    return ExitCode.NOT_FULL_MARKS if (args.check and stale) else ExitCode.FULL_MARKS
 
 
 if __name__ == "__main__":

@@ -16,11 +16,28 @@ own trouble, and each class carries the process exit code the CLI maps it to::
 
 from __future__ import annotations
 
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    """What `grade` exits with. A stopping signal N gives 128 + N (143 for SIGTERM)."""
+
+    FULL_MARKS = 0  # or: a command other than grading succeeded
+    NOT_FULL_MARKS = 1  # graded, points lost; or `build --check` found stale scaffolds
+    CANNOT_GRADE = 2  # a GraderError: bad file, unknown or broken exercise, bad flag, ...
+    INTERNAL_ERROR = 3  # a bug in the grader or in a hidden check (GraderBug)
+    INTERRUPTED = 130  # Ctrl-C, after cleaning up
+
+    @classmethod
+    def stopped_by(cls, signum: int) -> int:
+        """The exit code for a stopping signal, as a shell reports it."""
+        return 128 + signum
+
 
 class GraderError(Exception):
     """Base class: grading could not happen. `str(error)` is one line for the user."""
 
-    exit_code = 2
+    exit_code = ExitCode.CANNOT_GRADE
 
 
 class NotebookError(GraderError):
@@ -50,7 +67,7 @@ class GraderBug(GraderError):
     The original exception is `error` (and `__cause__`); no report is produced.
     """
 
-    exit_code = 3
+    exit_code = ExitCode.INTERNAL_ERROR
 
     def __init__(self, exercise: str, check: str, error: BaseException) -> None:
         text = " ".join(f"{type(error).__name__}: {error}".split())

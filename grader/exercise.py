@@ -1,31 +1,34 @@
 """Exercises: a hidden suite of checks in levels, plus what identifies the exercise.
 
-An exercise is a folder under ``exercises/`` (installed as ``grader.exercises``) with a
+An exercise is a folder under ``exercises/`` (the package ``grader.exercises``) with a
 ``suite.py`` that defines ``exercise = Exercise(...)`` and registers checks with
 ``@exercise.check(level=...)``. The catalog is found by scanning that folder, so adding an
 exercise never touches grader code; a folder that cannot be loaded is recorded as broken,
 with the reason, and the others are still graded. Checks run in the grader's process; they
 reach candidate code only through the `Kernel` they are given.
+
+Where the exercises come from: the grader's own ``exercises/`` (with an editable install,
+``pip install -e .``, that is the checkout, so an edit is graded at once), with a folder
+given by ``--exercises DIR`` or ``$GRADER_EXERCISES`` in front of it: its folders are
+added to the built-in ones and replace those of the same name (`use_exercises`).
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
+import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grader.errors import ExerciseError
+from grader.errors import ExerciseError, UsageError
 from grader.notebook import Notebook, defined_names
 
 CheckFunction = Callable[[Any], None]
-
-# Attention built-ins the shim watches for, by torch function name and by aten op name.
-ATTENTION_FUNCTIONS = ("scaled_dot_product_attention", "multi_head_attention_forward")
-ATTENTION_OPS = ("scaled_dot_product", "_native_multi_head_attention")
 
 # What a candidate may import beyond torch and the standard library, unless an exercise
 # says otherwise. Each must be installed with the grader (pyproject.toml dependencies).
@@ -44,6 +47,43 @@ class Check:
     doc: str = ""
 
 
+@dataclass(frozen=True)
+class Watch:
+    """The torch built-ins an exercise asks candidates not to use, as the grader watches
+    for them in the kernel while hidden tests run, and how its messages name them. The
+    grader knows no topic: each exercise brings its own (see exercises/_builtins.py).
+
+    - `what`: the topic, for messages ("built-in attention in the source").
+    - `functions`: torch function names a TorchFunctionMode records on the test's thread.
+    - `ops`: fragments of aten op names a TorchDispatchMode records on the test's thread.
+    - `dispatch`: aten ops for which the guard registers a recording kernel (any thread).
+    - `instrument`: Python functions, as ``module:qualified.name``, whose code the guard
+      replaces in place so every reference to them records its calls (any thread).
+    - `modules`: qualified names of module types a candidate's module must not hold.
+    - `private`: a regular expression for private torch names that count as the built-in.
+    - `setup`: trusted code run in the kernel after the guard, before the first cell.
+    """
+
+    what: str = "built-in"
+    functions: tuple[str, ...] = ()
+    ops: tuple[str, ...] = ()
+    dispatch: tuple[str, ...] = ()
+    instrument: tuple[str, ...] = ()
+    modules: frozenset[str] = frozenset()
+    private: str = ""
+    setup: str = ""
+
+    def kernel_config(self) -> dict[str, object]:
+        """What the kernel-side guard and shim are told (plain data)."""
+        return {
+            "functions": list(self.functions),
+            "ops": list(self.ops),
+            "dispatch": list(self.dispatch),
+            "instrument": list(self.instrument),
+            "setup": self.setup,
+        }
+
+
 @dataclass
 class Exercise:
     """A gradable exercise: its identity, its levels, and its checks in order."""
@@ -53,12 +93,12 @@ class Exercise:
     seed: str
     levels: list[str]
     defines: tuple[str, ...]
-    forbidden: tuple[str, ...] = ()
-    watch_functions: tuple[str, ...] = ATTENTION_FUNCTIONS
-    watch_ops: tuple[str, ...] = ATTENTION_OPS
+    forbidden: tuple[str, ...] = ()  # names the source scan flags when bound to torch's
+    watch: Watch = Watch()
     # import names (top level) the candidate may use besides torch and the standard library
     packages: tuple[str, ...] = DEFAULT_PACKAGES
     checks: list[Check] = field(default_factory=list)
+    folder: Path | None = None  # where the catalog found it
 
     def check(
         self, level: str, points: float = 1, hidden: bool = True
@@ -103,6 +143,48 @@ class Catalog(dict[str, Exercise]):
         self.broken: dict[str, str] = dict(broken or {})
 
 
+EXERCISES_VARIABLE = "GRADER_EXERCISES"
+
+
+def builtin_exercises() -> Path:
+    """The grader's own exercises folder (in the checkout, for an editable install)."""
+    return (Path(__file__).parent / "exercises").resolve()
+
+
+def use_exercises(folder: str | Path | None = None) -> list[Path]:
+    """Load exercises from `folder` (else $GRADER_EXERCISES, else none) in front of the
+    built-in ones, and return the folders searched, first one first. Suites already
+    loaded from other folders are forgotten.
+
+    Raises:
+        UsageError: the folder does not exist.
+    """
+    import grader.exercises as package
+
+    chosen = folder or os.environ.get(EXERCISES_VARIABLE) or None
+    folders = [builtin_exercises()]
+    if chosen:
+        extra = Path(chosen).expanduser().resolve()
+        if not extra.is_dir():
+            source = "--exercises" if folder else f"${EXERCISES_VARIABLE}"
+            raise UsageError(f"{chosen}: no such folder ({source})")
+        folders = list(dict.fromkeys([extra, *folders]))
+    path = [str(f) for f in folders]
+    if list(package.__path__) != path:
+        for name in [m for m in sys.modules if m.startswith(f"{package.__name__}.")]:
+            del sys.modules[name]
+        package.__path__[:] = path
+        importlib.invalidate_caches()
+    return folders
+
+
+def exercises_folders() -> list[Path]:
+    """The folders `grader.exercises` loads from now, first one first."""
+    import grader.exercises as package
+
+    return [Path(p) for p in package.__path__]
+
+
 class _Broken(Exception):
     """An exercise folder that cannot be loaded (message: one line, naming the file)."""
 
@@ -114,7 +196,7 @@ def load_catalog(package: str = "grader.exercises") -> Catalog:
     for info in sorted(pkgutil.iter_modules(root.__path__), key=lambda i: i.name):
         if not info.ispkg or info.name.startswith("_"):
             continue
-        folder = Path(root.__path__[0]) / info.name
+        folder = Path(getattr(info.module_finder, "path", root.__path__[0])) / info.name
         try:
             exercise = _load_exercise(f"{package}.{info.name}", folder)
             if exercise.id in catalog:
@@ -122,6 +204,7 @@ def load_catalog(package: str = "grader.exercises") -> Catalog:
         except _Broken as e:
             catalog.broken[info.name] = str(e)
             continue
+        exercise.folder = folder
         catalog[exercise.id] = exercise
     return catalog
 

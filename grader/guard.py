@@ -8,10 +8,12 @@ cell. It installs observation points that candidate code cannot switch off:
   writes into the Python environment, `gc` walks, reads of the guard's own functions'
   internals and redirections of the record channel; threads and processes started during
   a hidden test are recorded;
-- a kernel for ``aten::scaled_dot_product_attention`` at the dispatcher (CPU and
-  autograd keys), which records every call from any thread, then runs torch's own kernel;
-- the code of ``F.multi_head_attention_forward`` and ``nn.MultiheadAttention.forward``
-  replaced in place, so every reference to them, from any thread, records its calls.
+- for each aten op the exercise watches (``watch["dispatch"]``, e.g.
+  ``scaled_dot_product_attention``), a kernel at the dispatcher (CPU and autograd keys)
+  that records every call from any thread, then runs torch's own kernel;
+- the code of each Python function the exercise watches (``watch["instrument"]``, dotted
+  paths such as ``torch.nn.functional.multi_head_attention_forward``) replaced in place,
+  so every reference to it, from any thread, records its calls.
 
 Every sighting is written at once, as one JSON line, to a pipe whose other end is in the
 grader: nothing candidate code does later can take it back. The guard's state lives in
@@ -65,15 +67,16 @@ def _make_recorder(fd, cell_prefix, workdir):
 
 def install_guard(fd, config):
     """Install the audit hook and the torch watch. `config` holds the paths and names the
-    grader computed: hidden, environment, allowed_imports, blocked_imports, workdir."""
+    grader computed: hidden, environment, allowed_imports, blocked_imports, workdir, and
+    the exercise's `watch` (dispatch, instrument)."""
     import torch
     from ipykernel.compiler import get_tmp_directory
 
     workdir = os.path.realpath(config["workdir"]) + os.sep
     record = _make_recorder(fd, get_tmp_directory() + os.sep, workdir)
     state = {"active": False, "busy": False}
-    protected = []
-    _watch_torch(torch, record, state, protected, workdir)
+    protected: list[object] = []
+    _watch_torch(torch, record, state, protected, workdir, config.get("watch") or {})
     _watch_threads(record, state, protected)
     hook = _make_hook(record, state, protected, config, workdir)
     sys.addaudithook(hook)
@@ -81,41 +84,47 @@ def install_guard(fd, config):
     return state, record, protected
 
 
-def _watch_torch(torch, record, state, protected, workdir):
-    """Record calls of the attention built-ins from any thread, during hidden tests."""
+def _watch_torch(torch, record, state, protected, workdir, watch):
+    """Record calls of the exercise's built-ins from any thread, during hidden tests."""
+    import importlib
     import warnings
 
     from torch._C import DispatchKey
 
-    op = torch.ops.aten.scaled_dot_product_attention.default
-
-    def sdpa(
-        *args,
-        _op=op,
-        _key=DispatchKey.CompositeImplicitAutograd,
-        _state=state,
-        _record=record,
-        **kwargs,
-    ):
-        if _state["active"]:
-            _record("builtin", "scaled_dot_product_attention")
-        return _op._op_dk(_key, *args, **kwargs)
-
-    library = torch.library.Library("aten", "IMPL")
+    dispatch = watch.get("dispatch", ())
+    library = torch.library.Library("aten", "IMPL") if dispatch else None
     keys = ["CPU", "AutogradCPU"] + (["CUDA", "AutogradCUDA"] if torch.cuda.is_available() else [])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for key in keys:
-            library.impl("scaled_dot_product_attention", sdpa, key)
-    torch.library._keep_alive.append(library)
-    protected.append(sdpa)
+    for name in dispatch:
+        op = getattr(torch.ops.aten, name).default
 
-    functional = torch.nn.functional
-    for owner, name, label in (
-        (functional, "multi_head_attention_forward", "multi_head_attention_forward"),
-        (torch.nn.MultiheadAttention, "forward", "MultiheadAttention.forward"),
-    ):
-        sighting = _during_tests(record, state, "builtin", label)
+        def kernel(
+            *args,
+            _op=op,
+            _key=DispatchKey.CompositeImplicitAutograd,
+            _state=state,
+            _record=record,
+            _name=name,
+            **kwargs,
+        ):
+            if _state["active"]:
+                _record("builtin", _name)
+            return _op._op_dk(_key, *args, **kwargs)
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for key in keys:
+                library.impl(name, kernel, key)  # type: ignore[union-attr]  # set when dispatch is
+        protected.append(kernel)
+    if library is not None:
+        torch.library._keep_alive.append(library)
+
+    for path in watch.get("instrument", ()):
+        module, _, rest = path.partition(":")
+        owner = importlib.import_module(module)
+        *parents, name = rest.split(".")
+        for part in parents:
+            owner = getattr(owner, part)
+        sighting = _during_tests(record, state, "builtin", rest)
         protected.append(_instrument(getattr(owner, name), sighting))
     # Registering kernels is how code would replace the dispatcher-level watch.
     sighting = _from_notebook(record, workdir, "machinery", "torch.library: registers kernels")
@@ -158,13 +167,13 @@ def _instrument(function, sighting):
         return _original(*args, **kwargs)
 
     def template(*args, **kwargs):
-        return "CALL"(args, kwargs)  # noqa: F821 (the constant is replaced below)
+        return "CALL"(args, kwargs)  # type: ignore[operator]  # the constant is replaced below
 
     code = template.__code__
     consts = tuple(call if c == "CALL" else c for c in code.co_consts)
-    function.__code__ = code.replace(
-        co_consts=consts, co_name=function.__name__, co_qualname=function.__qualname__
-    )
+    if sys.version_info >= (3, 11):
+        code = code.replace(co_qualname=function.__qualname__)
+    function.__code__ = code.replace(co_consts=consts, co_name=function.__name__)
     function.__defaults__ = None
     function.__kwdefaults__ = None
     return function
@@ -190,7 +199,7 @@ def _watch_threads(record, state, protected):
         return _start(function, args, kwargs or {}, *rest)
 
     _thread.start_new_thread = start
-    threading._start_new_thread = start
+    setattr(threading, "_start_new_thread", start)  # noqa: B010 (a private name of threading)
     protected.append(start)
 
 

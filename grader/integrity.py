@@ -1,25 +1,34 @@
-"""Static integrity scan: forbidden built-ins and dynamic look-ups in the candidate's source.
+"""Integrity verdicts for the from-scratch checks: what the source binds to the exercise's
+forbidden built-ins, what the guard saw at run time, and what a candidate module holds.
 
-Run-time detection lives in the shim (it records watched torch calls); this scan reads the
-cells' AST in the grader's process, aliases and string look-ups included.
+Run-time detection lives in the guard and the shim (they record watched torch calls); the
+static scan (`grader.scan`) reads the cells' AST in the grader's process, aliases and
+string look-ups included. What counts as a built-in, and what messages call it, comes
+from the exercise's `Watch`.
 """
 
 from __future__ import annotations
 
-from grader.checks import Failed
+from grader.exercise import Watch
+from grader.outcomes import Failed
 from grader.scan import scan  # the static scan lives in grader.scan; re-exported for suites
 
+__all__ = ["require_clean_source", "require_no_builtin_module", "require_nothing_seen", "scan"]
 
-def require_clean_source(sources: list[str], forbidden: tuple[str, ...]) -> None:
+
+def require_clean_source(
+    sources: list[str], forbidden: tuple[str, ...], watch: Watch | None = None
+) -> None:
     """A check's verdict: nothing in the source that `grader.scan.scan` reports.
 
     Raises:
         Failed: naming the first finding (and how many more there are).
     """
-    findings = scan(sources, forbidden)
+    watch = watch or Watch()
+    findings = scan(sources, forbidden, watch.private)
     if findings:
         more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
-        raise Failed(f"built-in attention in the source: {findings[0]}{more}")
+        raise Failed(f"built-in {watch.what} in the source: {findings[0]}{more}")
 
 
 def require_nothing_seen(seen: set[str]) -> None:
@@ -33,22 +42,19 @@ def require_nothing_seen(seen: set[str]) -> None:
         raise Failed(f"the grader's watch saw: {'; '.join(sorted(seen))}")
 
 
-# Torch's own attention modules, by where their type is defined.
-BUILTIN_MODULES = frozenset({"torch.nn.modules.activation.MultiheadAttention"})
-
-
-def require_no_builtin_module(modules: list[tuple[str, str]], owner: str) -> None:
-    """A check's verdict: no submodule is (or derives from) torch's nn.MultiheadAttention.
-    Judged by where the type comes from, not by its name: the notebook's own class called
-    MultiheadAttention is fine.
+def require_no_builtin_module(
+    modules: list[tuple[str, str]], owner: str, watch: Watch | None = None
+) -> None:
+    """A check's verdict: no submodule is (or derives from) one of the watch's built-in
+    module types. Judged by where the type comes from, not by its name: the notebook's
+    own class called MultiheadAttention is fine.
 
     Raises:
-        Failed: naming the submodule.
+        Failed: naming the submodule and the built-in type.
     """
-    inside = [
-        entry[0] or "(the module itself)"
-        for entry in modules
-        if BUILTIN_MODULES & set(getattr(entry, "bases", (entry[1],)))
-    ]
-    if inside:
-        raise Failed(f"{owner} holds an nn.MultiheadAttention: {inside[0]}")
+    builtins = (watch or Watch()).modules
+    for entry in modules:
+        found = builtins & set(getattr(entry, "bases", (entry[1],)))
+        if found:
+            kind = min(found).rsplit(".", 1)[-1]
+            raise Failed(f"{owner} holds torch's nn.{kind}: {entry[0] or '(the module itself)'}")

@@ -21,7 +21,7 @@ import zipfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from queue import Empty
-from typing import Any, Literal
+from typing import Any
 
 import nbformat
 import zmq
@@ -42,10 +42,11 @@ from grader.launch import (
     scratch_root,
     start_options,
 )
+from grader.limits import Limits
+from grader.outcomes import CallTimeout, KernelCrashed, NoAnswer, Status
 from grader.records import Finding, RecordReader
 from grader.signals import held
 
-GiB = 1024**3
 MiB = 1024**2
 _TIMEOUT_NAME = "GraderCellTimeout"
 # Bounds on what the kernel can make the grader hold: an answer file, the pickled structure
@@ -64,46 +65,19 @@ _OPEN_ANSWER = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 @dataclass(frozen=True)
-class Limits:
-    """Bounds on what the candidate's code may use. Times are seconds."""
-
-    cell_timeout: float = 60.0
-    call_timeout: float = 20.0
-    total_timeout: float = 900.0
-    startup_timeout: float = 60.0
-    memory_bytes: int | None = 8 * GiB
-    cell_output_bytes: int = 64 * 1024
-    total_output_bytes: int = 1024 * 1024
-    max_timeouts: int = 3
-    sandbox: bool = False
-
-
-@dataclass(frozen=True)
 class CellRun:
     """What happened when one of the candidate's cells ran (index counts all cells from 0)."""
 
     index: int
-    status: Literal["ok", "error", "timeout", "crashed", "skipped"]
+    status: Status
     message: str = ""
     output: str = ""
     output_cut: int = 0
 
 
-class CallTimeout(Exception):
-    """A call into candidate code ran past its limit (the kernel was interrupted)."""
-
-
-class KernelCrashed(Exception):
-    """The kernel died during a call; a fresh one has been started in its place."""
-
-
-class NoAnswer(Exception):
-    """The kernel finished a call without writing an answer (candidate code broke the shim)."""
-
-
 @dataclass
 class _Run:
-    status: Literal["ok", "error", "timeout", "dead"] = "ok"
+    status: Status = Status.PASSED
     message: str = ""
     output: list[str] = field(default_factory=list)
     kept: int = 0
@@ -127,7 +101,13 @@ class _BoundedClient(NotebookClient):
     cell_budget: int = 0
     total_left: int = 0
 
-    def output(self, outs, msg, display_id, cell_index):  # type: ignore[override]
+    def output(
+        self,
+        outs: list[nbformat.NotebookNode],
+        msg: dict[str, Any],
+        display_id: str | None,
+        cell_index: int,
+    ) -> nbformat.NotebookNode | None:
         run = self.run
         if run is None:
             return None
@@ -168,7 +148,7 @@ class Session:
         )
         self.cells: list[CellRun] = []
         self.restarts = 0
-        self._watch: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+        self._watch: dict[str, object] = {}
         self._packages: tuple[str, ...] = ()
         self._reader = RecordReader(sources)
         self._host_pids: dict[tuple[int, int], int | None] = {}
@@ -177,11 +157,21 @@ class Session:
         self._client: _BoundedClient | None = None
         self._replaying = False
         self._cell_ids: dict[int, str] = {}
-        self._output_left = limits.total_output_bytes
+        self._output_left = limits.output_budget[1]
         self._records = self._records_w = -1
         self._root: Path | None = None
         self._done = threading.Event()
         self._lock = threading.Lock()
+        # set by _open (the scratch space and the record channel)
+        self._environment: dict[str, int] = {}
+        self.workdir = Path()
+        self._io = Path()
+        self._records_inode = 0
+        # set by _launch (one kernel) and _execute (one cell)
+        self._tag = ""
+        self._shim_ref = self._ns_ref = ""
+        self._timeout = limits.cell_timeout
+        self._reply: dict[str, Any] | None = None
 
     def __enter__(self) -> Session:
         try:
@@ -227,18 +217,17 @@ class Session:
 
     def prepare(
         self,
-        watch_functions: tuple[str, ...] = (),
-        watch_ops: tuple[str, ...] = (),
+        watch: dict[str, object] | None = None,
         packages: tuple[str, ...] = ("numpy", "einops"),
     ) -> None:
-        """Wait for the kernel, install the guard and the shim (recording calls of the
-        watched torch functions and aten ops; the notebook may import the standard library,
-        torch and `packages`), and run the notebook's cells.
+        """Wait for the kernel, install the guard and the shim (watching what `watch`, an
+        exercise's `Watch.kernel_config()`, names; the notebook may import the standard
+        library, torch and `packages`), and run the notebook's cells.
 
         Raises:
             KernelStartError: the kernel did not come up.
         """
-        self._watch = (watch_functions, watch_ops)
+        self._watch = dict(watch or {})
         self._packages = packages
         self._connect()
         self._run_cells()
@@ -292,14 +281,14 @@ class Session:
         with contextlib.suppress(OSError):
             request_path.unlink()
         self._read_records()
-        if run.status == "dead" and self.expired:
+        if run.status == Status.CRASHED and self.expired:
             self._stop()
             raise CallTimeout(f"grading passed its {self.limits.total_timeout:g} s limit")
-        if run.status == "dead":
+        if run.status == Status.CRASHED:
             self.restart()
             raise KernelCrashed()
-        if run.status == "timeout":
-            raise CallTimeout()
+        if run.status == Status.TIMEOUT:
+            raise CallTimeout(f"a call into the candidate's code ran past the {limit:g} s limit")
         try:
             answer = _read_answer(answer_path)
         finally:
@@ -349,8 +338,8 @@ class Session:
             record_timing=False,
         )
         client.on_cell_executed = self._on_reply
-        client.timeout_func = lambda cell: self._timeout
-        self._timeout: float = self.limits.cell_timeout
+        client.timeout_func = self._cell_limit
+        self._timeout = self.limits.cell_timeout
         self._client = client
         try:
             client.start_new_kernel(
@@ -373,14 +362,14 @@ class Session:
             self._records_w,
             {
                 **guard_config(self.workdir, [self._io], self._packages),
+                "watch": self._watch,
                 "max_tensor_bytes": _MAX_TENSOR_BYTES,
             },
-            *self._watch,
-            self.limits.cell_output_bytes + 64,
-            self.limits.total_output_bytes + 64,
+            self.limits.output_budget[0] + 64,
+            self.limits.output_budget[1] + 64,
         )
         run = self._execute(install, self.limits.startup_timeout, keep_output=True)
-        if run.status != "ok":
+        if run.status != Status.PASSED:
             self._stop()
             raise KernelStartError(f"could not set up the kernel: {run.message or run.status}")
 
@@ -481,14 +470,14 @@ class Session:
             left = self.deadline - time.monotonic()
             if left <= 0:
                 message = f"not run: grading passed its {self.limits.total_timeout:g} s limit"
-                self.cells.append(CellRun(index, "skipped", message))
+                self.cells.append(CellRun(index, Status.SKIPPED, message))
                 continue
             run = self._execute(source, min(self.limits.cell_timeout, left), keep_output=True)
             self._cell_ids[index] = str(
                 (self._reply or {}).get("parent_header", {}).get("msg_id", "")
             )
-            if run.status == "dead":
-                self._fresh_kernel()
+            if run.status == Status.CRASHED:
+                self.restart()
             self.cells.append(_cell_run(index, run, self.limits.cell_timeout))
         self._count_cut_output()
 
@@ -523,14 +512,14 @@ class Session:
         try:
             for cell in self.cells:
                 left = self.deadline - time.monotonic()
-                if cell.status not in ("ok", "error"):
+                if cell.status not in (Status.PASSED, Status.ERROR):
                     continue
                 if left <= 0:
                     break
                 run = self._execute(
                     sources[cell.index], min(self.limits.cell_timeout, left), keep_output=False
                 )
-                if run.status == "dead":
+                if run.status == Status.CRASHED:
                     break
         finally:
             self._replaying = False
@@ -539,28 +528,29 @@ class Session:
         client = self._client
         run = _Run()
         if client is None:  # past the deadline, no kernel
-            run.status = "dead"
+            run.status = Status.CRASHED
             return run
         client.run = run if keep_output else None
-        client.cell_budget = self.limits.cell_output_bytes
+        client.cell_budget = self.limits.output_budget[0]
         client.total_left = self._output_left
         self._timeout = max(0.1, timeout)
-        self._reply: dict[str, Any] | None = None
+        self._reply = None
         cell = nbformat.v4.new_code_cell(source)
         try:
             client.execute_cell(cell, 0, store_history=False)
         except DeadKernelError:
-            run.status = "dead"
+            run.status = Status.CRASHED
             return run
         finally:
             client.run = None
             self._output_left = client.total_left
-        content = (self._reply or {}).get("content", {})
+        reply: dict[str, Any] = self._reply or {}
+        content = reply.get("content", {})
         if content.get("status") == "error":
             if content.get("ename") == _TIMEOUT_NAME:
                 self._after_timeout(run)
             else:
-                run.status = "error"
+                run.status = Status.ERROR
                 run.message = _one_line(
                     f"{content.get('ename', 'Error')}: {content.get('evalue', '')}"
                 )
@@ -570,16 +560,20 @@ class Session:
         """Run one shim call: a silent execute, waiting only for its reply (its output is
         not wanted). Timeouts and dead kernels are handled as for cells."""
         run = run_sync(self._async_quick)(code, timeout)
-        if run.status == "timeout":
+        if run.status == Status.TIMEOUT:
             # Recovery runs nbclient's own (sync) calls: never from inside the coroutine
             # above, where they would move the client's sockets to another event loop.
-            run_sync(self._client.km.interrupt_kernel)()  # type: ignore[union-attr]
+            run_sync(self._interrupt)()
             self._after_timeout(run)
         return run
 
+    async def _interrupt(self) -> None:
+        if self._client is not None and self._client.km is not None:
+            await ensure_async(self._client.km.interrupt_kernel())
+
     async def _async_quick(self, code: str, timeout: float) -> _Run:
         client = self._client
-        assert client is not None and client.kc is not None
+        assert client is not None and isinstance(client.kc, AsyncKernelClient)
         kc = client.kc
         msg_id = kc.execute(
             code, silent=True, store_history=False, allow_stdin=False, stop_on_error=False
@@ -589,13 +583,13 @@ class Session:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                run.status = "timeout"
+                run.status = Status.TIMEOUT
                 return run
             try:
                 msg = await kc.shell_channel.get_msg(timeout=min(left, 1.0))
             except Empty:
-                if not await ensure_async(kc.is_alive()):
-                    run.status = "dead"
+                if not await kc.is_alive():
+                    run.status = Status.CRASHED
                     return run
                 continue
             if msg["parent_header"].get("msg_id") == msg_id:
@@ -603,20 +597,19 @@ class Session:
         await _drain(kc.iopub_channel)
         content = msg.get("content", {})
         if content.get("status") == "error":
-            run.status = "error"
+            run.status = Status.ERROR
             run.message = _one_line(f"{content.get('ename', 'Error')}: {content.get('evalue', '')}")
         return run
 
     def _after_timeout(self, run: _Run) -> None:
         """The kernel was interrupted: wait for it to come back, or replace it."""
-        run.status = "timeout"
+        run.status = Status.TIMEOUT
         if self._settled():
             return
         if self._replaying:
-            run.status = "dead"
+            run.status = Status.CRASHED
         else:
-            self.restarts += 1
-            self._fresh_kernel()  # the interrupt did not take
+            self.restart()  # the interrupt did not take
 
     def _settled(self) -> bool:
         """After an interrupt: wait for the kernel to come back; replace it if it does not."""
@@ -624,11 +617,17 @@ class Session:
         self._timeout = 5.0
         self._reply = None
         try:
-            self._client.execute_cell(probe, 0, store_history=False)  # type: ignore[union-attr]
-            ok = (self._reply or {}).get("content", {}).get("status") == "ok"
+            assert self._client is not None
+            self._client.execute_cell(probe, 0, store_history=False)
+            reply: dict[str, Any] = self._reply or {}
+            ok = reply.get("content", {}).get("status") == "ok"
         except DeadKernelError:
             ok = False
         return ok
+
+    def _cell_limit(self, cell: object) -> int | None:
+        """nbclient's per-cell time limit (it takes whole seconds only as a type hint)."""
+        return self._timeout  # type: ignore[return-value]  # nbclient accepts float seconds
 
     def _on_reply(self, cell: Any, cell_index: int, execute_reply: dict[str, Any]) -> None:
         self._reply = execute_reply
@@ -645,20 +644,22 @@ async def _drain(channel: Any) -> None:
 
 def _cell_run(index: int, run: _Run, limit: float) -> CellRun:
     output = "".join(run.output)
-    if run.status == "timeout":
+    if run.status == Status.TIMEOUT:
         return CellRun(
             index,
-            "timeout",
+            Status.TIMEOUT,
             f"ran past the {limit:g} s cell limit and was interrupted",
             output,
             run.cut,
         )
-    if run.status == "dead":
-        return CellRun(index, "crashed", "the kernel died while running this cell", output, run.cut)
+    if run.status == Status.CRASHED:
+        return CellRun(
+            index, Status.CRASHED, "the kernel died while running this cell", output, run.cut
+        )
     message = run.message
     if message.startswith("MemoryError") or "can't allocate memory" in message:
         message = f"memory limit exceeded ({message})"
-    return CellRun(index, run.status, message, output, run.cut)  # type: ignore[arg-type]
+    return CellRun(index, run.status, message, output, run.cut)
 
 
 def _count(value: object) -> int:

@@ -186,6 +186,8 @@ def grader_folders() -> list[Path]:
 
     package = Path(grader.__file__).resolve().parent
     folders = {package, (package / "exercises").resolve()}
+    exercises = sys.modules.get("grader.exercises")  # and any folder it loads from
+    folders |= {Path(p).resolve() for p in getattr(exercises, "__path__", ())}
     for entry in sys.path:
         copy = Path(entry or ".").resolve() / package.name
         if (copy / "shim.py").is_file():
@@ -263,13 +265,7 @@ def scratch_root() -> Path:
 
 
 def install_code(
-    module_name: str,
-    records_fd: int,
-    config: dict[str, Any],
-    watch_functions: tuple[str, ...],
-    watch_ops: tuple[str, ...],
-    cell_output: int,
-    total_output: int,
+    module_name: str, records_fd: int, config: dict[str, Any], cell_output: int, total_output: int
 ) -> str:
     """One cell that loads the guard and the shim from source into a fresh module
     `module_name` and installs them."""
@@ -278,8 +274,7 @@ def install_code(
         f"module = types.ModuleType({module_name!r})\n"
         "module.__file__ = '<grader-shim>'\n"
         f"exec(compile({SHIM_SOURCE!r}, '<grader-shim>', 'exec'), module.__dict__)\n"
-        f"module.install({records_fd}, {config!r}, {list(watch_functions)!r}, "
-        f"{list(watch_ops)!r}, {cell_output}, {total_output})\n"
+        f"module.install({records_fd}, {config!r}, {cell_output}, {total_output})\n"
         "sys.modules[module.__name__] = module\n"
     )
     return f"exec(compile({body!r}, '<grader-install>', 'exec'), {{}})"

@@ -8,12 +8,30 @@ back as `CandidateRaised`, never as exceptions of the candidate's own classes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
-from grader.kernel import Session
+from grader.outcomes import CandidateRaised
+from grader.records import Finding
+
+
+class Calls(Protocol):
+    """What a `Kernel` needs of the session it talks through (`grader.kernel.Session`, or
+    a stand-in in tests): the cells' sources, the guard's records, and calls."""
+
+    @property
+    def sources(self) -> list[tuple[int, str]]: ...
+
+    @property
+    def seen(self) -> set[str]: ...
+
+    @property
+    def findings(self) -> list[Finding]: ...
+
+    def call(self, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -36,44 +54,10 @@ class ModuleEntry(tuple):
         return entry
 
 
-class CandidateRaised(Exception):
-    """Candidate code raised while the suite called it."""
-
-    def __init__(self, label: str, info: dict[str, Any]) -> None:
-        self.label = label
-        self.type = str(info.get("type", "Exception"))
-        self.text = str(info.get("message", ""))
-        self.where = info.get("where") or label
-        self.line = info.get("line") or ""
-        self.not_implemented = bool(info.get("not_implemented"))
-        self.memory = bool(info.get("memory"))
-        self.undefined = info.get("undefined")
-        self.unsendable = bool(info.get("unsendable"))
-        super().__init__(self.summary())
-
-    def summary(self) -> str:
-        """One line for the report."""
-        if self.undefined:
-            return f"the notebook does not define {self.undefined} (did a cell fail?)"
-        if self.unsendable:
-            text = f"{self.label} returned a value the grader cannot receive ({self.type}"
-            return " ".join(f"{text}: {self.text})".split()) if self.text else text + ")"
-        if self.not_implemented:
-            return f"not implemented: {self.where}"
-        if self.memory:
-            return f"memory limit exceeded in {self.where}"
-        text = f"{self.where} raised {self.type}"
-        if self.text:
-            text += f": {self.text}"
-        if self.line:
-            text += f"  [at: {self.line}]"
-        return " ".join(text.split())
-
-
 class Kernel:
     """The suite's handle on the candidate's kernel."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Calls) -> None:
         self.session = session
 
     @property
@@ -124,7 +108,7 @@ class Kernel:
         kwargs: dict[str, Any],
         wrt: list[int],
         cotangent: torch.Tensor,
-        output_path: list[int] = (),  # type: ignore[assignment]
+        output_path: Sequence[int] = (),
         params: bool = True,
     ) -> dict[str, Any]:
         """Backpropagate ``sum(output * cotangent)`` through ``remote(*args)``.
@@ -184,23 +168,35 @@ class Remote:
     """A candidate object in the kernel; calling it or its methods runs candidate code."""
 
     def __init__(
-        self, kernel: Kernel, target: dict[str, Any], label: str, type_name: str = ""
+        self,
+        kernel: Kernel,
+        target: dict[str, Any],
+        label: str,
+        type_name: str = "",
+        seed: int | None = None,
     ) -> None:
         self.kernel = kernel
         self.target = target
         self.label = label
         self.type_name = type_name
+        self.seed = seed
+
+    def seeded(self, seed: int) -> Remote:
+        """This object, with torch seeded before each of its calls (so that what dropout
+        draws in train mode is reproducible): ``mha.seeded(3)(x)``."""
+        return Remote(self.kernel, self.target, self.label, self.type_name, seed)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         label = self.label if "." in self.label or not self.type_name else f"{self.label}.forward"
-        return self.kernel.call(self.target, None, args, kwargs, label)
+        return self.kernel.call(self.target, None, args, kwargs, label, seed=self.seed)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
 
         def method(*args: Any, **kwargs: Any) -> Any:
-            return self.kernel.call(self.target, name, args, kwargs, f"{self.label}.{name}")
+            label = f"{self.label}.{name}"
+            return self.kernel.call(self.target, name, args, kwargs, label, seed=self.seed)
 
         return method
 

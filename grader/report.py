@@ -6,7 +6,7 @@ import json
 import xml.etree.ElementTree as ET
 
 from rich import box
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -58,7 +58,7 @@ def render(report: GradeReport, console: Console) -> None:
             str(level.number), _literal(level.name), Text(f"{level.passed}/{level.total}", style=style),
             f"{_points(level.score)}/{_points(level.max_score)}",
         )  # fmt: skip
-    parts = [head]
+    parts: list[RenderableType] = [head]
     parts += [_literal(f"! {line}", style="bold yellow") for line in report.headlines]
     if report.integrity:
         parts.append(_integrity(report))

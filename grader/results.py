@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
+from grader.outcomes import Status
 from grader.records import VOIDING, Finding
 
-Status = Literal["passed", "failed", "error", "timeout", "not_implemented", "skipped", "crashed"]
-STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
+STATUSES: tuple[str, ...] = tuple(s.value for s in Status)
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class CellError:
     """A candidate cell that raised, ran out of time, or killed the kernel (cell counts from 1)."""
 
     cell: int
-    kind: Literal["error", "timeout", "crashed", "skipped"]
+    kind: Status  # never PASSED
     message: str
     output: str = ""
     output_cut: int = 0
@@ -107,7 +107,7 @@ def summarise(level_names: list[str], tests: list[CheckResult]) -> tuple[list[Le
     still_climbing = True
     for number, name in enumerate(level_names, start=1):
         mine = [t for t in tests if t.level == number]
-        passed = sum(t.status == "passed" for t in mine)
+        passed = sum(t.status == Status.PASSED for t in mine)
         levels.append(
             LevelSummary(
                 number, name, passed, len(mine),
@@ -135,7 +135,7 @@ def headlines(cell_errors: list[CellError]) -> list[str]:
     lines = []
     seen: set[str] = set()
     for error in cell_errors:
-        match = _MISSING_MODULE.match(error.message) if error.kind == "error" else None
+        match = _MISSING_MODULE.match(error.message) if error.kind == Status.ERROR else None
         module = match and (match["python"] or match["guard"])
         if not module or module in seen:
             continue

@@ -1,10 +1,9 @@
 """Running a hidden suite against a live kernel, turning every outcome into a CheckResult.
 
-Whose fault is an exception? The candidate's outcomes are verdicts: `Failed` (wrong
-answer), `CandidateRaised` (their code raised, or a stub is not implemented),
-`CallTimeout`, `KernelCrashed` and `NoAnswer`. Any other exception was raised by the
-suite's own code, and is the candidate's `error` only when the candidate's answers
-explain it:
+Whose fault is an exception? The candidate's outcomes (`grader.outcomes.CandidateOutcome`:
+a wrong answer, code that raised or is not implemented, a timeout, a dead kernel, no
+answer) carry their own status. Any other exception was raised by the suite's own code,
+and is the candidate's `error` only when the candidate's answers explain it:
 
 - it is a TypeError, AttributeError, IndexError or ValueError (what using a value of
   the wrong kind or length raises), and
@@ -28,12 +27,13 @@ from typing import Any
 
 import torch
 
-from grader.checks import Failed
 from grader.errors import GraderBug, GraderError
 from grader.exercise import Check, Exercise
-from grader.kernel import CallTimeout, KernelCrashed, Limits, NoAnswer
-from grader.remote import CandidateRaised, Kernel
-from grader.results import CheckResult, Status
+from grader.limits import Limits
+from grader.outcomes import TROUBLE, CandidateOutcome, Status
+from grader.records import Finding
+from grader.remote import Calls, Kernel
+from grader.results import CheckResult
 
 # What using a value of the wrong kind or length raises.
 SHAPE_ERRORS = (TypeError, AttributeError, IndexError, ValueError)
@@ -43,19 +43,28 @@ class AnswerLog:
     """Stands in for the kernel's session and notes, test by test, whether the candidate's
     code answered with a value whose kind it chose (see the module docstring)."""
 
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: Calls) -> None:
         self.session = session
         self.loose = False
 
-    def call(self, request: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    @property
+    def sources(self) -> list[tuple[int, str]]:
+        return self.session.sources
+
+    @property
+    def seen(self) -> set[str]:
+        return self.session.seen
+
+    @property
+    def findings(self) -> list[Finding]:
+        return self.session.findings
+
+    def call(self, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
         """Forward the request; note the kind of the answer."""
-        answer = self.session.call(request, *args, **kwargs)
+        answer = self.session.call(request, timeout)
         if "raised" not in answer and not self.loose:
             self.loose = _chosen_by_candidate(request, answer.get("value"))
         return answer
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.session, name)
 
 
 def _chosen_by_candidate(request: dict[str, Any], value: Any) -> bool:
@@ -92,11 +101,11 @@ def run_checks(
         elif time.monotonic() > deadline:
             reason = f"not run: grading passed its {limits.total_timeout:g} s limit"
         if reason:
-            results.append(_result(exercise, check, "skipped", reason))
+            results.append(_result(exercise, check, Status.SKIPPED, reason))
             continue
         answers.loose = False
         status, message = run_check(check, kernel, limits, exercise.id)
-        trouble_in_a_row = trouble_in_a_row + 1 if status in ("timeout", "crashed") else 0
+        trouble_in_a_row = trouble_in_a_row + 1 if status in TROUBLE else 0
         results.append(_result(exercise, check, status, message))
     return results
 
@@ -111,27 +120,15 @@ def run_check(
     """
     try:
         check.run(kernel)
-    except Failed as failure:
-        return "failed", _one_line(str(failure))
-    except CandidateRaised as raised:
-        if raised.not_implemented:
-            return "not_implemented", raised.summary()
-        return ("failed" if raised.memory else "error"), raised.summary()
-    except CallTimeout as e:
-        return "timeout", str(e) or (
-            f"a call into the candidate's code ran past the {limits.call_timeout:g} s limit"
-        )
-    except KernelCrashed:
-        return "crashed", "the kernel died during this test (a fresh one was started for the rest)"
-    except NoAnswer as e:
-        return "error", f"the kernel gave no answer ({e}): the notebook interferes with the grader"
+    except CandidateOutcome as outcome:
+        return outcome.status, _one_line(outcome.message())
     except GraderError:  # e.g. a replacement kernel that would not start: as it says
         raise
     except Exception as e:
         if isinstance(e, SHAPE_ERRORS) and getattr(kernel.session, "loose", True):
-            return "error", _one_line(f"unexpected answer: {type(e).__name__}: {e}")
+            return Status.ERROR, _one_line(f"unexpected answer: {type(e).__name__}: {e}")
         raise GraderBug(exercise or "?", check.id, e) from e
-    return "passed", ""
+    return Status.PASSED, ""
 
 
 def _result(exercise: Exercise, check: Check, status: Status, message: str) -> CheckResult:
@@ -140,7 +137,7 @@ def _result(exercise: Exercise, check: Check, status: Status, message: str) -> C
         level=check.level,
         level_name=exercise.levels[check.level - 1],
         status=status,
-        score=check.points if status == "passed" else 0,
+        score=check.points if status == Status.PASSED else 0,
         max_score=check.points,
         message=message,
         hidden=check.hidden,

@@ -16,6 +16,7 @@ import os
 import pwd
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from grader.errors import KernelStartError
@@ -31,8 +32,8 @@ def bwrap_path() -> str | None:
 def wrap(
     argv: list[str],
     writable: list[Path],
-    hidden: list[Path] = (),  # type: ignore[assignment]
-    private: list[Path] = (),  # type: ignore[assignment]
+    hidden: Sequence[Path] = (),
+    private: Sequence[Path] = (),
 ) -> list[str]:
     """Prefix a kernel command so that it runs inside the sandbox, where the `hidden`
     folders (the grader's suites, references and solutions) are empty and read-only, and
@@ -66,8 +67,8 @@ def wrap(
     ]
     for folder in outermost:
         command += ["--tmpfs", folder, "--remount-ro", folder]
-    for folder in writable:
-        command += ["--bind", str(folder), str(folder)]
+    for place in writable:
+        command += ["--bind", str(place), str(place)]
     return command + argv
 
 
@@ -88,7 +89,7 @@ def contain(argv: list[str]) -> list[str]:
     ]  # fmt: skip
 
 
-def _private(extra: list[str] = ()) -> list[str]:  # type: ignore[assignment]
+def _private(extra: Sequence[str] = ()) -> list[str]:
     """Folders replaced by empty ones: /tmp, the home folders (/home, /root and the
     grader user's own), where the interviewer's keys, notes and other submissions live,
     and the `extra` ones."""

@@ -14,30 +14,39 @@ import contextlib
 import linecache
 import sys
 import traceback
+from typing import TYPE_CHECKING
 
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+if TYPE_CHECKING:  # in the kernel, guard.py's source runs first and IPython is the host
+    from IPython import get_ipython
+
+    from grader.guard import install_guard
+
 _save = torch.save
 _load = torch.load
-_objects = {}
-_cut = {}
+_objects: dict[int, object] = {}
+_cut: dict[str, int] = {}
 _MAX_TEXT = 400
 _limits = {"tensor_bytes": 64 * 1024**2}  # the grader's bound on the tensors in an answer
 
 
-def install(fd, config, watch_functions, watch_ops, cell_output, total_output):
+def install(fd, config, cell_output, total_output):
     """Install the guard (see guard.py: its source runs in this module first), the watch of
-    the listed torch functions and aten ops, the output caps, and `serve`."""
-    state, record, protected = install_guard(fd, config)  # noqa: F821 (from guard.py)
+    the exercise's torch functions and aten ops (`config["watch"]`), the output caps, and
+    `serve`; then run the exercise's own kernel setup (trusted code, before any cell)."""
+    state, record, protected = install_guard(fd, config)
     _limits["tensor_bytes"] = config.get("max_tensor_bytes", _limits["tensor_bytes"])
     _cap_output(cell_output, total_output)
     _cap_displays(total_output)
     restore_streams = _keep_streams()
     _disable_exit()
-    torch.backends.mha.set_fastpath_enabled(False)  # one path through nn.MultiheadAttention
-    modes = _modes(record, frozenset(watch_functions), tuple(watch_ops))
+    watch = config.get("watch") or {}
+    modes = _modes(record, frozenset(watch.get("functions", ())), tuple(watch.get("ops", ())))
+    if watch.get("setup"):
+        exec(compile(watch["setup"], "<grader-exercise-setup>", "exec"), {})
 
     def serve(
         ns,
@@ -45,7 +54,7 @@ def install(fd, config, watch_functions, watch_ops, cell_output, total_output):
         response_path,
         _state=state,
         _modes=modes,
-        _call=_call,
+        _respond=respond,
         _load=_load,
         _save=_save,
         _restore=restore_streams,
@@ -60,18 +69,7 @@ def install(fd, config, watch_functions, watch_ops, cell_output, total_output):
             _state["busy"] = False
         _state["active"] = True
         try:
-            value = _call(request, ns, _modes)
-        except KeyboardInterrupt:
-            raise
-        except BaseException as error:  # SystemExit from candidate code is an answer too
-            response = {"raised": _describe(error)}
-        else:
-            try:
-                response = {"value": _encode(value)}
-            except KeyboardInterrupt:
-                raise
-            except BaseException as error:  # the value itself cannot be sent
-                response = {"raised": {**_describe(error), "unsendable": True}}
+            response = _respond(request, ns, _modes)
         finally:
             _state["active"] = False
             _restore()
@@ -86,6 +84,24 @@ def install(fd, config, watch_functions, watch_ops, cell_output, total_output):
     globals()["serve"] = serve
 
 
+def respond(request, ns, modes):
+    """The answer to one request, run against the notebook's namespace `ns`: the value
+    (encoded for the wire) or what was raised. Only KeyboardInterrupt (the grader's
+    interrupt) escapes."""
+    try:
+        value = _call(request, ns, modes)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:  # SystemExit from candidate code is an answer too
+        return {"raised": _describe(error)}
+    try:
+        return {"value": _encode(value)}
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:  # the value itself cannot be sent
+        return {"raised": {**_describe(error), "unsendable": True}}
+
+
 def _disable_exit():
     """exit() and quit() would end the kernel after their cell, so every restart that
     replays the cell would end it again: make them fail instead."""
@@ -94,7 +110,7 @@ def _disable_exit():
         raise RuntimeError("exit() and quit() are disabled while the notebook is graded")
 
     with contextlib.suppress(Exception):
-        get_ipython().ask_exit = refuse  # noqa: F821 (IPython builtin)
+        get_ipython().ask_exit = refuse
 
 
 def _keep_streams():
@@ -108,7 +124,7 @@ def _keep_streams():
             _sys.stdout, _sys.stderr = _streams
 
     with contextlib.suppress(Exception):
-        events = get_ipython().events  # noqa: F821 (IPython builtin)
+        events = get_ipython().events
         events.register("pre_run_cell", restore)
         events.register("post_run_cell", restore)
     return restore
@@ -118,7 +134,7 @@ def _cap_displays(budget):
     """Replace displays and execute results past `budget` characters per cell by a short
     note before they are sent (a 300 MB HTML display never crosses the wire). The grader
     also refuses any message over its own bound."""
-    used = {}
+    used: dict[str, int] = {}
 
     def cap(msg, _used=used):
         content = msg.get("content") or {}
@@ -136,7 +152,7 @@ def _cap_displays(budget):
         return msg
 
     with contextlib.suppress(Exception):
-        shell = get_ipython()  # noqa: F821 (IPython builtin)
+        shell = get_ipython()
         shell.display_pub.register_hook(cap)
         shell.displayhook.register_hook(cap)
 
@@ -145,7 +161,7 @@ def _cap_output(cell_budget, total_budget):
     """Drop printed text past the budgets before it is sent, so a flood never crosses the
     wire. Hooks the kernel's stream class where it flushes (IPython re-patches `write` on
     every cell). The grader bounds what it keeps as well; this saves the transfer."""
-    used = {}
+    used: dict[str, int] = {}
     state = {"total": 0}
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
@@ -153,7 +169,7 @@ def _cap_output(cell_budget, total_budget):
         if not hasattr(base, "_flush_buffers"):
             continue
 
-        class Capped(base):
+        class Capped(base):  # type: ignore[valid-type,misc]  # the kernel's own stream class
             def _flush_buffers(self, _base=base):
                 for parent, data in _base._flush_buffers(self):
                     key = str(parent.get("msg_id") or parent.get("header", {}).get("msg_id", ""))

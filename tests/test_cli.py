@@ -15,8 +15,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.cli import main, parse_size
+from grader.cli import format_size, grading_parser, main, parse_size
 from grader.exercise import load_catalog
+from grader.limits import Limits
 from tests.exercise_packages import (
     BROKEN,
     BROKEN_PROBLEMS,
@@ -91,6 +92,24 @@ def test_sizes_parse():
     assert parse_size("512M") == 512 * 1024**2
     assert parse_size("1.5GiB") == int(1.5 * 1024**3)
     assert parse_size("none") is None
+
+
+@pytest.mark.parametrize("flag", ["--memory-limit", "--max-output"])
+@pytest.mark.parametrize("text", ["none", "0", "0K", "off"])
+def test_every_size_flag_reads_none_and_zero_as_no_limit(flag, text):
+    args = grading_parser().parse_args(["nb.ipynb", flag, text])
+    assert getattr(args, flag[2:].replace("-", "_")) is None
+
+
+def test_the_command_lines_defaults_are_the_limits_defaults():
+    args = grading_parser().parse_args(["nb.ipynb"])
+    limits = Limits()
+    assert (args.cell_timeout, args.call_timeout, args.timeout, args.max_timeouts) == (
+        limits.cell_timeout, limits.call_timeout, limits.total_timeout, limits.max_timeouts
+    )  # fmt: skip
+    assert (args.memory_limit, args.max_output) == (limits.memory_bytes, limits.cell_output_bytes)
+    assert limits.total_output_bytes == 16 * limits.cell_output_bytes
+    assert format_size(limits.memory_bytes) in grading_parser().format_help()
 
 
 def test_list_prints_the_catalog(capsys):

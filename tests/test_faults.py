@@ -97,6 +97,11 @@ def hung_forward(report: dict) -> None:
     assert report["score"] == 0
 
 
+def cell_crashed_then_recovered(report: dict) -> None:
+    full_marks_with_cell("crashed", "kernel died")(report)
+    assert "the kernel was restarted 1 time(s)" in report["notes"], report["notes"]
+
+
 def crashed_then_recovered(report: dict) -> None:
     only_test("single_token_and_batch_of_one", "crashed", "kernel died")(report)
     assert any("restarted" in n for n in report["notes"])
@@ -323,7 +328,7 @@ FAULTS = [
     ),
     Fault(
         "os_exit_in_top_level_cell",
-        full_marks_with_cell("crashed", "kernel died"),
+        cell_crashed_then_recovered,
         cells=("import os\nos._exit(3)", "print('after')"),
         exit_code=0,
     ),

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from grader.exercise import ATTENTION_FUNCTIONS, ATTENTION_OPS
-from grader.kernel import Limits, Session
+from grader.exercises._builtins import ATTENTION
+from grader.kernel import Session
 from grader.launch import environment_changes, grader_folders, kernel_path
+from grader.limits import Limits
 from grader.records import Finding, RecordReader, cell_file_names
 from grader.remote import Kernel
 
@@ -94,7 +95,7 @@ def run(*cells: str, sandbox: bool = False, call: str | None = None) -> tuple[Se
     """Run the cells in a fresh kernel, then call the notebook's function `call`."""
     sources = list(enumerate(cells))
     with Session(sources, Limits(cell_timeout=20, call_timeout=20, sandbox=sandbox)) as session:
-        session.prepare(ATTENTION_FUNCTIONS, ATTENTION_OPS)
+        session.prepare(ATTENTION.kernel_config())
         answer = Kernel(session).get(call)() if call else None
         session.findings  # noqa: B018 (read while the kernel is alive)
     return session, answer
@@ -202,7 +203,7 @@ def test_the_environment_is_read_only_and_limited_to_what_is_declared():
         "try:\n    import sympy\nexcept ImportError as e:\n    print(e)",
         "import numpy, einops, math, json",
     )
-    assert [c.status for c in session.cells] == ["ok", "ok", "ok"]
+    assert [c.status for c in session.cells] == ["passed", "passed", "passed"]
     assert "read-only" in session.cells[0].output
     assert "not available in the grading environment" in session.cells[1].output
     assert len(kinds(session)["environment"]) == 2
@@ -211,7 +212,7 @@ def test_the_environment_is_read_only_and_limited_to_what_is_declared():
 @pytest.mark.kernel
 def test_a_module_the_notebook_writes_in_its_folder_imports_as_usual():
     session, _ = run("open('helper.py', 'w').write('X = 41')\nimport helper\nprint(helper.X + 1)")
-    assert session.cells[0].status == "ok" and "42" in session.cells[0].output
+    assert session.cells[0].status == "passed" and "42" in session.cells[0].output
     assert session.findings == []
 
 

@@ -18,7 +18,7 @@ from grader.checks import Failed
 from grader.cli import main
 from grader.errors import GraderBug
 from grader.exercise import Catalog, Exercise
-from grader.kernel import Limits
+from grader.limits import Limits
 from grader.remote import Kernel
 from grader.runner import run_checks
 from tests.helpers import notebook_with

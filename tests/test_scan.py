@@ -11,21 +11,17 @@ from pathlib import Path
 import pytest
 
 from grader.exercise import load_catalog
+from grader.exercises._builtins import ATTENTION, FORBIDDEN
 from grader.notebook import read_notebook
 from grader.scan import _CHECK_NAME, _parse, scan, scan_cells
 
 ROOT = Path(__file__).resolve().parent.parent
-FORBIDDEN = (
-    "scaled_dot_product_attention",
-    "MultiheadAttention",
-    "multi_head_attention_forward",
-    "_native_multi_head_attention",
-)
+PRIVATE = ATTENTION.private
 IMPORTS = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F"
 
 
 def findings(*cells: str) -> list[str]:
-    return scan([IMPORTS, *cells], FORBIDDEN)
+    return scan([IMPORTS, *cells], FORBIDDEN, PRIVATE)
 
 
 # -- A. what a name is bound to ------------------------------------------------------------
@@ -104,7 +100,9 @@ def test_an_alias_is_reported_where_it_is_bound_and_where_it_is_used():
 
 
 def test_torch_is_read_as_torch_even_without_an_import():
-    assert scan(["def f(q):\n    return F.scaled_dot_product_attention(q, q, q)"], FORBIDDEN)
+    assert scan(
+        ["def f(q):\n    return F.scaled_dot_product_attention(q, q, q)"], FORBIDDEN, PRIVATE
+    )
 
 
 SEED_001_STYLE = [
@@ -188,7 +186,7 @@ def test_check_code_is_reported_as_a_reference_outside_the_graded_code():
     result = scan_cells(
         [IMPORTS, "ref = nn.MultiheadAttention(8, 2)",
          "class M(nn.Module):\n    def forward(self, x):\n        return F.scaled_dot_product_attention(x, x, x)"],
-        FORBIDDEN,
+        FORBIDDEN, PRIVATE,
     )  # fmt: skip
     assert [(str(r), r.inside) for r in result.references] == [
         ("code cell 2, line 1: uses MultiheadAttention", None),
@@ -391,7 +389,7 @@ def test_time_line_magic_statement_is_scanned():
 
 def test_a_magic_inside_a_function_is_read_in_that_function():
     source = "def f(q):\n    %time y = F.scaled_dot_product_attention(q, q, q)\n    return y"
-    result = scan_cells([IMPORTS, source], FORBIDDEN)
+    result = scan_cells([IMPORTS, source], FORBIDDEN, PRIVATE)
     assert [(str(f), f.inside) for f in result.findings] == [
         ("code cell 2, line 2: uses scaled_dot_product_attention", "f")
     ]
@@ -442,7 +440,8 @@ def test_every_solution_scans_clean_with_its_exercise_forbidden_names():
     for path in sorted((ROOT / "solutions").glob("*.ipynb")):
         notebook = read_notebook(path)
         sources = [source for _, source in notebook.code_cells]
-        assert scan(sources, catalog[notebook.exercise_id].forbidden) == [], path.name
+        exercise = catalog[notebook.exercise_id]
+        assert scan(sources, exercise.forbidden, exercise.watch.private) == [], path.name
 
 
 def test_require_clean_source_names_the_first_finding():
@@ -455,8 +454,8 @@ def test_require_clean_source_names_the_first_finding():
     with pytest.raises(
         Failed, match=r"code cell 2, line 2: uses scaled_dot_product_attention \(\+1 more\)"
     ):
-        require_clean_source(sources, FORBIDDEN)
-    require_clean_source([IMPORTS, "x = 1"], FORBIDDEN)
+        require_clean_source(sources, FORBIDDEN, ATTENTION)
+    require_clean_source([IMPORTS, "x = 1"], FORBIDDEN, ATTENTION)
 
 
 @pytest.mark.parametrize(

@@ -161,6 +161,7 @@ SEED_001_FUNCTION = """def multi_head_attention(q, k, v, num_heads, d_model, mas
     return F.linear(output, out_proj_weight, out_proj_bias)  # changed: the given weights
 """
 
+
 @pytest.mark.kernel
 def test_seed_001_with_its_reshape_fixed_earns_full_marks(tmp_path):
     """It scored 44/58 when float64 parity was checked at atol 1e-10, and lost the source

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from grader import checks
 from grader.checks import Failed
 from grader.exercise import Exercise
+from grader.exercises._builtins import ATTENTION
 from grader.exercises import _attention as att
 from grader.exercises.mha_causal import support as s
 from grader.exercises.mha_causal.support import CTX, D_IN, D_OUT, HD, QKV, SPLIT, B, H, T
@@ -35,6 +36,7 @@ exercise = Exercise(
         "from scratch",
     ],
     defines=("CausalAttention", "MultiHeadAttentionWrapper", "MultiHeadAttention"),
+    watch=ATTENTION,
     forbidden=(
         "scaled_dot_product_attention",
         "MultiheadAttention",
@@ -550,7 +552,7 @@ def no_builtin_attention_in_source(kernel):
     """The notebook's code does not name torch's attention built-ins."""
     for _, module in all_three(kernel):
         s.output(module, att.randn(B, T, D_IN, seed=1), "output")
-    require_clean_source(kernel.sources, exercise.forbidden)
+    require_clean_source(kernel.sources, exercise.forbidden, exercise.watch)
 
 
 @exercise.check("from scratch", points=2)
@@ -559,5 +561,5 @@ def no_builtin_attention_at_run_time(kernel):
     sits inside any of the three modules."""
     for name, module in all_three(kernel):
         s.output(module, att.randn(B, T, D_IN, seed=1), f"{name} output")
-        require_no_builtin_module(kernel.modules(module), name)
+        require_no_builtin_module(kernel.modules(module), name, exercise.watch)
     require_nothing_seen(kernel.seen)

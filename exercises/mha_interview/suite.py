@@ -13,6 +13,7 @@ import torch
 from grader import checks
 from grader.checks import Failed
 from grader.exercise import Exercise
+from grader.exercises._builtins import ATTENTION
 from grader.exercises import _attention as att
 from grader.integrity import require_clean_source, require_no_builtin_module, require_nothing_seen
 
@@ -31,6 +32,7 @@ exercise = Exercise(
         "from scratch",
     ],
     defines=("AttentionConfig", "causal_mask", "MultiHeadAttention"),
+    watch=ATTENTION,
     forbidden=(
         "scaled_dot_product_attention",
         "MultiheadAttention",
@@ -452,7 +454,7 @@ def merge_heads_inverts_split(kernel):
 def no_builtin_attention_in_source(kernel):
     """The notebook's code does not name torch's attention built-ins."""
     attend(build(kernel), att.randn(B, T, E, seed=1))
-    require_clean_source(kernel.sources, exercise.forbidden)
+    require_clean_source(kernel.sources, exercise.forbidden, exercise.watch)
 
 
 @exercise.check("from scratch", points=2)
@@ -467,4 +469,4 @@ def no_builtin_attention_at_run_time(kernel):
         attn_mask=att.causal_allow(T, S),
     )
     require_nothing_seen(kernel.seen)
-    require_no_builtin_module(kernel.modules(mha), "MultiHeadAttention")
+    require_no_builtin_module(kernel.modules(mha), "MultiHeadAttention", exercise.watch)

@@ -16,6 +16,7 @@ import torch
 from grader import checks
 from grader.checks import Failed
 from grader.exercise import Exercise
+from grader.exercises._builtins import ATTENTION
 from grader.exercises import _attention as att
 from grader.exercises.mha_module.support import (
     DK,
@@ -60,6 +61,7 @@ exercise = Exercise(
         "from scratch",
     ],
     defines=("MultiHeadAttention", "EfficientMultiHeadAttention"),
+    watch=ATTENTION,
     forbidden=(
         "scaled_dot_product_attention",
         "MultiheadAttention",
@@ -656,7 +658,7 @@ def combine_heads_inverts_split(kernel):
 def no_builtin_attention_in_source(kernel):
     """The notebook's code does not name torch's attention built-ins."""
     forward(build(kernel), inputs(cross=False)[0])
-    require_clean_source(kernel.sources, exercise.forbidden)
+    require_clean_source(kernel.sources, exercise.forbidden, exercise.watch)
 
 
 @exercise.check("from scratch", points=2)
@@ -668,4 +670,4 @@ def no_builtin_attention_at_run_time(kernel):
     forward_fused(module, inputs(cross=False)[0], mask=att.causal_allow(LQ)[None, None])
     require_nothing_seen(kernel.seen)
     for owner, remote in (("MultiHeadAttention", mha), ("EfficientMultiHeadAttention", module)):
-        require_no_builtin_module(kernel.modules(remote), owner)
+        require_no_builtin_module(kernel.modules(remote), owner, exercise.watch)

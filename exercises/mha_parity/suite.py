@@ -19,6 +19,7 @@ import torch
 from grader import checks
 from grader.checks import Failed
 from grader.exercise import Exercise
+from grader.exercises._builtins import ATTENTION
 from grader.exercises import _attention as att
 from grader.integrity import require_clean_source, require_nothing_seen
 
@@ -37,6 +38,7 @@ exercise = Exercise(
         "from scratch",
     ],
     defines=("multi_head_attention",),
+    watch=ATTENTION,
     forbidden=(
         "scaled_dot_product_attention",
         "MultiheadAttention",
@@ -540,7 +542,7 @@ def gradients_finite_with_fully_masked_query(kernel):
 def no_builtin_attention_in_source(kernel):
     """The notebook's code does not name torch's attention built-ins."""
     attend(kernel, *inputs())
-    require_clean_source(kernel.sources, exercise.forbidden)
+    require_clean_source(kernel.sources, exercise.forbidden, exercise.watch)
 
 
 @exercise.check("from scratch", points=2)

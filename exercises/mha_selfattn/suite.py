@@ -16,6 +16,7 @@ import torch
 from grader import checks
 from grader.checks import Failed
 from grader.exercise import Exercise
+from grader.exercises._builtins import ATTENTION
 from grader.exercises import _attention as att
 from grader.integrity import require_clean_source, require_no_builtin_module, require_nothing_seen
 
@@ -34,6 +35,7 @@ exercise = Exercise(
         "from scratch",
     ],
     defines=("MultiHeadAttention", "create_causal_mask"),
+    watch=ATTENTION,
     forbidden=(
         "scaled_dot_product_attention",
         "MultiheadAttention",
@@ -487,7 +489,7 @@ def train_mode_applies_dropout(kernel):
 def no_builtin_attention_in_source(kernel):
     """The notebook's code does not name torch's attention built-ins."""
     attend(build(kernel), att.randn(B, T, E, seed=1))
-    require_clean_source(kernel.sources, exercise.forbidden)
+    require_clean_source(kernel.sources, exercise.forbidden, exercise.watch)
 
 
 @exercise.check("from scratch", points=2)
@@ -497,4 +499,4 @@ def no_builtin_attention_at_run_time(kernel):
     mha = build(kernel)
     attend(mha, att.randn(B, T, E, seed=1), att.causal_allow(T)[None, None])
     require_nothing_seen(kernel.seen)
-    require_no_builtin_module(kernel.modules(mha), "MultiHeadAttention")
+    require_no_builtin_module(kernel.modules(mha), "MultiHeadAttention", exercise.watch)

@@ -1,5 +1,5 @@
-"""Static integrity scan: what the candidate's cells bind to torch's attention built-ins, and
-the machinery an evasion would need.
+"""Static integrity scan: what the candidate's cells bind to the exercise's torch built-ins,
+and the machinery an evasion would need.
 
 The scan reads the source IPython runs: every code cell goes through IPython's own
 ``TransformerManager`` (``%magic`` and ``!cmd`` become ``get_ipython()`` calls), and a
@@ -25,8 +25,9 @@ usual modules. Strings, comments and docstrings are never read, except a constan
 the name in one of the look-ups above.
 
 Built-in references are references that resolve to torch and name one of the exercise's
-``forbidden`` built-ins, or a private torch name for attention or a part of it
-(``torch._scaled_dot_product_flash_attention_for_cpu``, ``F._in_projection_packed``).
+``forbidden`` built-ins, or a private torch name matching the exercise's ``private``
+pattern (for attention: ``torch._scaled_dot_product_flash_attention_for_cpu``,
+``F._in_projection_packed``).
 ``scan_cells`` reports every one in ``ScanResult.references`` with where it sits. It is a
 *finding* only when it is inside a function or class the notebook defines (what the graded
 objects run; decorators, defaults and bases included, annotations not), or when it sits at
@@ -73,6 +74,8 @@ each cell.
 
 from __future__ import annotations
 
+import re
+
 from grader.scan.cells import _parse as _parse
 from grader.scan.cells import _read_cells
 from grader.scan.findings import Finding, ScanResult
@@ -82,16 +85,19 @@ from grader.scan.visitor import _Reader
 __all__ = ["Finding", "ScanResult", "scan", "scan_cells"]
 
 
-def scan(sources: list[str], forbidden: tuple[str, ...]) -> list[str]:
+def scan(sources: list[str], forbidden: tuple[str, ...], private: str = "") -> list[str]:
     """Findings like 'code cell 3, line 7: uses scaled_dot_product_attention' (cells count
-    from 1 among code cells), in cell and line order."""
-    return [str(finding) for finding in scan_cells(sources, forbidden).findings]
+    from 1 among code cells), in cell and line order. `private` is a regular expression
+    for private torch names that count as a forbidden built-in (an exercise's
+    `Watch.private`); none do when it is empty."""
+    return [str(finding) for finding in scan_cells(sources, forbidden, private).findings]
 
 
-def scan_cells(sources: list[str], forbidden: tuple[str, ...]) -> ScanResult:
+def scan_cells(sources: list[str], forbidden: tuple[str, ...], private: str = "") -> ScanResult:
     """Scan the code cells' source (in notebook order) against the rules above."""
     cells = _read_cells(sources)
-    reader = _Reader(frozenset(forbidden), cells)
+    pattern = re.compile(private, re.IGNORECASE) if private else None
+    reader = _Reader(frozenset(forbidden), cells, pattern)
     for _ in range(4):  # bindings to a fixpoint: a later cell can bind a name used earlier
         if not reader.read(emit=False):
             break

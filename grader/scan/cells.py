@@ -90,7 +90,9 @@ def _automagic(text: str) -> tuple[str, str] | None:
         lines.pop(0)  # as IPython drops leading blank lines; a trailing one makes two lines
     if len(lines) != 1:
         return None
-    name, rest = re.match(r"\s*([\w.*]*)(.*)", lines[0]).groups()
+    match = re.match(r"\s*([\w.*]*)(.*)", lines[0])
+    assert match is not None  # the pattern matches any line
+    name, rest = match.groups()
     if name not in _LINE_MAGICS or rest.lstrip()[:1] in ("=", ","):
         return None
     return name, rest.strip()
@@ -113,9 +115,10 @@ def _magic_call(node: ast.Call) -> tuple[str, list[str]] | None:
     ):
         return None
     args = [_const(a) for a in node.args]
-    if any(a is None for a in args):
+    constants = [a for a in args if a is not None]
+    if len(constants) != len(args):
         return None
-    return func.attr, args
+    return func.attr, constants
 
 
 def _statement(line: str, takes_value: str) -> str:

@@ -7,11 +7,12 @@ functions are check code, and at the end turns all of it into the ordered findin
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from grader.scan.names import _Bindings
-from grader.scan.rules import _CHECK_NAME, _PRIVATE_ATTENTION, _machinery
+from grader.scan.rules import _CHECK_NAME, _machinery
 
 if TYPE_CHECKING:
     from grader.scan.cells import _Cell
@@ -41,9 +42,12 @@ class ScanResult:
 class _Recorder(_Bindings):
     """The bindings plus what the recording pass sees; the reader walks, this records."""
 
-    def __init__(self, forbidden: frozenset[str], cells: list[_Cell]) -> None:
+    def __init__(
+        self, forbidden: frozenset[str], cells: list[_Cell], private: re.Pattern[str] | None
+    ) -> None:
         super().__init__(cells)
         self.forbidden = forbidden
+        self.private = private
         self._builtins: dict[str, str | None] = {}
 
     def begin(self, emit: bool) -> None:
@@ -103,7 +107,7 @@ class _Recorder(_Bindings):
         if why:
             self.flag(node, why)
         builtin = self._builtin(path)
-        place = (self.cell, self._line(node), builtin)
+        place = (self.cell, self._line(node), builtin or "")
         if builtin and self.emit and place not in self._placed:  # one per built-in and line
             self._placed.add(place)
             named = f" (as {alias})" if alias and alias != builtin else ""
@@ -132,7 +136,7 @@ class _Recorder(_Bindings):
         for i, part in enumerate(parts[1:], start=2):
             if "(" in part:
                 break
-            if part.startswith("_") and _PRIVATE_ATTENTION.search(part):
+            if part.startswith("_") and self.private and self.private.search(part):
                 return ".".join(parts[:i])
         return None
 

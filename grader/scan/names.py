@@ -139,6 +139,9 @@ class _Bindings:
     scopes: list[_Scope]
     _resolved: dict[int, set[str]]
 
+    def visit(self, node: ast.AST) -> None:  # the reader's (an ast.NodeVisitor)
+        raise NotImplementedError
+
     def __init__(self, cells: list[_Cell]) -> None:
         self.cells = cells
         self.module: _Env = {}
@@ -162,7 +165,11 @@ class _Bindings:
         else:
             self.visit(target)
             key = _const(target.slice) if isinstance(target, ast.Subscript) else None
-            if key is not None and "builtin:globals()" in self.resolve(target.value):
+            if (
+                key is not None
+                and isinstance(target, ast.Subscript)
+                and "builtin:globals()" in self.resolve(target.value)
+            ):
                 self.bind_name(key, paths, target, module=True)
 
     def bind_name(
@@ -239,8 +246,9 @@ class _Bindings:
         found = {f"{p}()" for p in called if not p.startswith("builtin:")}
         found |= {f"{p}()" for p in called & _NAMESPACES if not node.args}
         looked_up = self._looked_up(node, called)
-        if looked_up and _const(looked_up[1]) and not called & {"builtin:hasattr"}:
-            found |= _paths(_join(p, _const(looked_up[1])) for p in self.resolve(looked_up[0]))
+        attr = _const(looked_up[1]) if looked_up else None
+        if looked_up and attr and not called & {"builtin:hasattr"}:
+            found |= _paths(_join(p, attr) for p in self.resolve(looked_up[0]))
         if "builtin:vars" in called and len(node.args) == 1:
             found |= _paths(_join(p, "__dict__") for p in self.resolve(node.args[0]))
         module = _const(node.args[0]) if node.args else None

@@ -124,11 +124,8 @@ _INSTALL = re.compile(
 _SETTINGS_LINE = _words("config env set_env cd pushd popd bookmark autoawait subshell")
 _PYTHON_FILE = re.compile(r".*\.(py|pyw|pyc|pyd|pth|so)$", re.IGNORECASE)
 
-# names: check code, and private torch attention
+# names: check code
 _CHECK_NAME = re.compile(
     r"_*(test|check|compare|verify|validate|sanity|demo|run_)|.*tests?$|main$", re.IGNORECASE
-)
-_PRIVATE_ATTENTION = re.compile(  # private torch names that compute attention, or part of it
-    r"attention|attn|sdp|multi_head|in_projection|transformer|masked_softmax", re.IGNORECASE
 )
 _MAX_DEPTH = 5  # magic bodies nested deeper than this are a finding, not scanned

@@ -154,7 +154,7 @@ class _Reader(_Recorder):
                 self.visit(expr)
         if self.emit or not self.local and _reaches_module(node):
             names, glob = _function_scope(node)
-            self.scopes.append(_Scope("function", set(names), glob))
+            self.scopes.append(_Scope("function", set(names), set(glob)))
             self.body(node.body)
             self.scopes.pop()
         self.owners.pop()
@@ -168,7 +168,7 @@ class _Reader(_Recorder):
             self.visit(expr)
         if self.emit or not self.local and _reaches_module(node):
             names, glob = _class_scope(node)
-            self.scopes.append(_Scope("class", set(names), glob))
+            self.scopes.append(_Scope("class", set(names), set(glob)))
             self.body(node.body)
             self.scopes.pop()
         self.owners.pop()
@@ -227,7 +227,7 @@ class _Reader(_Recorder):
             self.flag(node, f"uses {node.id} as a value, a look-up by computed name")
         for path in paths:
             self.check(path, node, alias=node.id)
-            if kind == "module" and self.owners and self._builtin(path):
+            if kind == "module" and owner and self._builtin(path):
                 self.uses.append((node.id, owner, self.owners[-1]))
 
     def visit_Attribute(self, node: ast.Attribute) -> None:

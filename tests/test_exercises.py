@@ -1,0 +1,124 @@
+"""Every exercise in the catalog, end to end through the real `grade` CLI and real kernels:
+its solution earns full marks, its scaffold earns nothing with every test not implemented,
+every single-bug mutant of its corpus loses points first at the level a person would
+expect, and every correct variant keeps full marks. Exercises are data here (the catalog
+and each one's corpus.py): a new exercise needs no new test file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader.corpus import Mutant, Variant, apply, load_corpus
+from grader.exercise import Exercise, load_catalog
+from tests.helpers import (
+    SCAFFOLDS,
+    SOLUTIONS,
+    Graded,
+    assert_first_fails_at,
+    assert_full_marks,
+    assert_nothing_implemented,
+    grade,
+    grade_many,
+)
+
+CATALOG = load_catalog()
+EXERCISES = sorted(CATALOG)
+CORPORA = {id: load_corpus(CATALOG[id]) for id in EXERCISES}
+MUTANTS = [(id, m) for id in EXERCISES for m in CORPORA[id].mutants]
+VARIANTS = [(id, v) for id in EXERCISES for v in CORPORA[id].variants]
+
+
+def _id(case: tuple[str, Mutant | Variant]) -> str:
+    return f"{case[0]}-{case[1].name}"
+
+
+@pytest.fixture(scope="module")
+def graded_corpus(tmp_path_factory):
+    """Grade an exercise's whole corpus the first time one of its entries is asked for."""
+    graded: dict[str, dict[str, Graded]] = {}
+
+    def get(exercise: str) -> dict[str, Graded]:
+        if exercise not in graded:
+            folder = tmp_path_factory.mktemp(f"{exercise}_corpus")
+            solution = nbformat.read(SOLUTIONS / f"{exercise}.ipynb", as_version=4)
+            corpus = CORPORA[exercise]
+            paths: dict[str, Path] = {}
+            for change in [*corpus.mutants, *corpus.variants]:
+                paths[change.name] = folder / f"{change.name}.ipynb"
+                nbformat.write(apply(solution, change), paths[change.name])
+            graded[exercise] = grade_many(paths)
+        return graded[exercise]
+
+    return get
+
+
+def test_the_catalog_holds_every_exercise_with_a_solution_and_a_scaffold():
+    assert CATALOG.broken == {}
+    assert EXERCISES == sorted(p.stem for p in SOLUTIONS.glob("*.ipynb"))
+    assert EXERCISES == sorted(p.stem for p in SCAFFOLDS.glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("exercise", EXERCISES)
+def test_corpus_is_big_enough_and_applies_to_the_solution(exercise):
+    corpus = CORPORA[exercise]
+    levels = CATALOG[exercise].levels
+    assert len(corpus.mutants) >= corpus.min_mutants > 0
+    names = [c.name for c in [*corpus.mutants, *corpus.variants]]
+    assert len(set(names)) == len(names)
+    assert all(m.level in levels for m in corpus.mutants)
+    solution = nbformat.read(SOLUTIONS / f"{exercise}.ipynb", as_version=4)
+    for change in [*corpus.mutants, *corpus.variants]:
+        apply(solution, change)  # raises unless `old` occurs exactly once
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("exercise", EXERCISES)
+def test_solution_earns_full_marks(exercise):
+    assert_full_marks(grade(SOLUTIONS / f"{exercise}.ipynb"))
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("exercise", EXERCISES)
+def test_scaffold_earns_nothing_and_every_test_is_not_implemented(exercise):
+    report = assert_nothing_implemented(grade(SCAFFOLDS / f"{exercise}.ipynb"))
+    defined = set(_defines(CATALOG[exercise]))
+    for test in report["tests"]:
+        stub = test["message"].removeprefix("not implemented: ").split(".")[0]
+        assert stub in defined, test
+
+
+@pytest.mark.kernel
+@pytest.mark.slow
+@pytest.mark.parametrize("case", MUTANTS, ids=_id)
+def test_mutant_loses_points_at_the_expected_level(graded_corpus, case):
+    exercise, mutant = case
+    graded = graded_corpus(exercise)[mutant.name]
+    report = assert_first_fails_at(graded, mutant)
+    # One bug in the candidate's code may fail the notebook's own self-check (its last
+    # code cell), never a cell that defines that code.
+    last = _last_code_cell(exercise)
+    assert all(e["cell"] == last for e in report["cell_errors"]), report["cell_errors"]
+
+
+@pytest.mark.kernel
+@pytest.mark.slow
+@pytest.mark.parametrize("case", VARIANTS, ids=_id)
+def test_correct_variant_earns_full_marks(graded_corpus, case):
+    exercise, variant = case
+    graded = graded_corpus(exercise)[variant.name]
+    report = graded.report
+    assert graded.returncode == 0, [t for t in report["tests"] if t["status"] != "passed"]
+    assert report["score"] == report["max_score"]
+
+
+def _defines(exercise: Exercise) -> tuple[str, ...]:
+    return exercise.defines
+
+
+def _last_code_cell(exercise: str) -> int:
+    """The number the report gives the solution's last code cell (cells count from 1)."""
+    nb = nbformat.read(SOLUTIONS / f"{exercise}.ipynb", as_version=4)
+    return max(i for i, c in enumerate(nb.cells, start=1) if c.cell_type == "code")

@@ -1,0 +1,176 @@
+"""The fast layer: the runner, remote objects, the shim's answers and every exercise's checks
+against its solution, scaffold and corpus, with the notebook run in this process
+(`grader.inprocess.InProcessSession`) instead of a kernel. What only a kernel can show
+(timeouts, deaths, the guard, the sandbox) is tested with real kernels elsewhere; the
+real-kernel corpus test (`test_exercises.py`) stays the proof of record."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import nbformat
+import pytest
+import torch
+
+from grader.corpus import Mutant, Variant, apply, load_corpus
+from grader.exercise import Exercise, load_catalog
+from grader.inprocess import InProcessSession
+from grader.limits import Limits
+from grader.outcomes import CandidateRaised, Status
+from grader.remote import Foreign, Kernel, Remote
+from grader.results import CheckResult
+from grader.runner import run_checks
+from tests.helpers import SCAFFOLDS, SOLUTIONS
+
+CATALOG = load_catalog()
+EXERCISES = sorted(CATALOG)
+CASES = [
+    (id, change)
+    for id in EXERCISES
+    for change in [*load_corpus(CATALOG[id]).mutants, *load_corpus(CATALOG[id]).variants]
+]
+
+
+def graded(exercise: Exercise, notebook: nbformat.NotebookNode) -> list[CheckResult]:
+    """Run the notebook's code cells here, then the exercise's checks against them."""
+    sources = [(i, c.source) for i, c in enumerate(notebook.cells) if c.cell_type == "code"]
+    session = InProcessSession(sources)
+    session.prepare(exercise.watch.kernel_config())
+    return run_checks(exercise, Kernel(session), Limits(), math.inf)
+
+
+def read(path) -> nbformat.NotebookNode:
+    return nbformat.read(path, as_version=4)
+
+
+@pytest.mark.parametrize("exercise", EXERCISES)
+def test_solution_passes_every_check(exercise):
+    results = graded(CATALOG[exercise], read(SOLUTIONS / f"{exercise}.ipynb"))
+    assert [(r.id, r.message) for r in results if r.status != Status.PASSED] == []
+
+
+@pytest.mark.parametrize("exercise", EXERCISES)
+def test_scaffold_is_not_implemented_everywhere(exercise):
+    results = graded(CATALOG[exercise], read(SCAFFOLDS / f"{exercise}.ipynb"))
+    assert {r.status for r in results} == {Status.NOT_IMPLEMENTED}
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1].name}")
+def test_corpus_entry_first_fails_at_its_level(case):
+    """A mutant passes every level below its own and fails one check on it; a variant passes
+    all. (Checks above the mutant's level are not run here: the kernel corpus runs them.)"""
+    exercise_id, change = case
+    exercise = CATALOG[exercise_id]
+    solution = read(SOLUTIONS / f"{exercise_id}.ipynb")
+    if isinstance(change, Mutant):
+        level = exercise.levels.index(change.level) + 1
+        exercise = dataclasses.replace(
+            exercise, checks=[c for c in exercise.checks if c.level <= level]
+        )
+    results = graded(exercise, apply(solution, change))
+    failing = [(r.level, r.id, r.message) for r in results if r.status != Status.PASSED]
+    if isinstance(change, Variant):
+        assert failing == []
+    else:
+        assert failing and {f[0] for f in failing} == {level}, failing
+
+
+# -- remote objects and the shim's answers, on a small notebook ------------------------
+
+NOTEBOOK = '''
+import numpy as np
+import torch
+from torch import nn
+
+class Scale(nn.Module):
+    def __init__(self, factor):
+        super().__init__()
+        self.weight = nn.Parameter(torch.full((3,), float(factor)))
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x):
+        return self.drop(x) * self.weight
+
+    def stub(self):
+        raise NotImplementedError("write stub")
+
+    def array(self):
+        return np.zeros(2)
+
+    def generator(self):
+        return (i for i in range(3))
+
+def double(x):
+    return 2 * x
+
+def broken(x):
+    return x.no_such_method()
+'''
+
+
+@pytest.fixture()
+def kernel() -> Kernel:
+    session = InProcessSession([(0, NOTEBOOK)])
+    session.prepare()
+    return Kernel(session)
+
+
+def test_calls_travel_as_tensors_and_objects_stay_remote(kernel):
+    module = kernel.new("Scale", 3)
+    assert isinstance(module, Remote) and module.type_name == "__main__.Scale"
+    x = torch.ones(2, 3)
+    module.eval()
+    assert torch.equal(module(x), torch.full((2, 3), 3.0))
+    assert torch.equal(kernel.get("double")(x), 2 * x)
+
+
+def test_a_seeded_call_draws_the_same_dropout_every_time(kernel):
+    module = kernel.new("Scale", 1)
+    x = torch.ones(4, 3)
+    first, again, other = module.seeded(1)(x), module.seeded(1)(x), module.seeded(2)(x)
+    assert torch.equal(first, again) and not torch.equal(first, other)
+
+
+def test_candidate_exceptions_come_back_as_outcomes(kernel):
+    module = kernel.new("Scale", 1)
+    with pytest.raises(CandidateRaised) as stub:
+        module.stub()
+    assert stub.value.status == Status.NOT_IMPLEMENTED
+    assert stub.value.message() == "not implemented: Scale.stub"
+    with pytest.raises(CandidateRaised) as raised:
+        kernel.get("broken")(torch.ones(1))
+    assert raised.value.status == Status.ERROR
+    assert "broken raised AttributeError" in raised.value.message()
+    assert "[at: return x.no_such_method()]" in raised.value.message()
+    with pytest.raises(CandidateRaised, match="does not define Missing"):
+        kernel.new("Missing")
+
+
+def test_values_that_cannot_cross_the_wire(kernel):
+    module = kernel.new("Scale", 1)
+    assert module.array() == Foreign("numpy.ndarray", "[0. 0.]")
+    assert isinstance(module.generator(), Remote)  # an object of the candidate's, by reference
+
+
+def test_gradients_reach_inputs_and_parameters(kernel):
+    module = kernel.new("Scale", 2)
+    module.eval()
+    grads = kernel.grad(module, (torch.ones(2, 3),), {}, wrt=[0], cotangent=torch.ones(2, 3))
+    assert torch.equal(grads["inputs"][0], torch.full((2, 3), 2.0))
+    assert torch.equal(grads["params"]["weight"], torch.full((3,), 2.0))
+
+
+def test_the_watch_sees_the_exercises_builtins():
+    session = InProcessSession([(0, "import torch\ndef f(x):\n    return torch.softmax(x, -1)")])
+    session.prepare({"functions": ["softmax"]})
+    Kernel(session).get("f")(torch.ones(2, 2))
+    assert Kernel(session).seen == {"softmax"}
+
+
+def test_a_cell_that_raises_is_recorded_and_the_rest_run():
+    session = InProcessSession([(0, "x = 1"), (2, "1 / 0"), (3, "y = x + 1")])
+    session.prepare()
+    assert [c.status for c in session.cells] == [Status.PASSED, Status.ERROR, Status.PASSED]
+    assert session.cells[1].message == "ZeroDivisionError: division by zero"
+    assert session.namespace["y"] == 2
