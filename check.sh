@@ -11,7 +11,8 @@ if ! command -v bwrap >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)
     || echo "check.sh: could not install bubblewrap; the sandbox tests will be skipped" >&2
 fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -c constraints.txt ".[test]"
+# editable: an edit to an exercise is graded at once (see "Write your own exercise")
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[test]"
 .venv/bin/ruff format --check --quiet grader exercises tests benchmarks
 .venv/bin/ruff check --quiet grader exercises tests benchmarks
 .venv/bin/mypy

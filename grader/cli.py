@@ -163,7 +163,7 @@ def _version() -> str:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `grade` console script."""
     if argv is None:  # the command itself, one grading per process
-        from grader.procs import adopt_orphans, keep_private
+        from grader.kernel.processes import adopt_orphans, keep_private
         from grader.signals import ignore_signals, stop_on_signals
 
         adopt_orphans()  # keep every orphan below us
@@ -212,8 +212,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _grade(argv: list[str]) -> int:
     from grader.grade import grade_notebook
+    from grader.kernel.sandbox import INSTALL_HINT, bwrap_path
     from grader.report import render, to_gradescope, to_json, to_junit
-    from grader.sandbox import INSTALL_HINT, bwrap_path
 
     args = grading_parser().parse_args(argv)
     if args.sandbox and bwrap_path() is None:

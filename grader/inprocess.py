@@ -22,7 +22,8 @@ from typing import Any
 import torch
 
 from grader.kernel import CellRun
-from grader.launch import SHIM_SOURCE
+from grader.kernel.channel import Request
+from grader.kernel.launch import SHIM_SOURCE
 from grader.limits import Limits
 from grader.outcomes import Status
 from grader.records import Finding
@@ -68,7 +69,7 @@ class InProcessSession:
             exec(compile(str(watch["setup"]), "<grader-exercise-setup>", "exec"), {})
         self.cells = [self._run_cell(index, source) for index, source in self.sources]
 
-    def call(self, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+    def call(self, request: Request, timeout: float | None = None) -> dict[str, Any]:
         """Answer one request as the shim in a kernel would (`timeout` is not enforced)."""
         self.calls += 1
         answer = self._shim.respond(_wire(request), self.namespace, self._modes)

@@ -1,6 +1,6 @@
 """What the kernel-side guard reported: integrity findings and built-ins seen.
 
-The guard (grader/guard.py) writes one JSON line per sighting to a pipe whose reading end
+The guard (grader/kernel/guard.py) writes one JSON line per sighting to a pipe whose reading end
 is here. This module turns those lines into `Finding`s, naming the notebook cell and line
 where they happened. Pure: tested without a kernel.
 """

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import torch
 
+from grader.kernel.channel import Request
 from grader.outcomes import CandidateRaised
 from grader.records import Finding
 
@@ -31,7 +32,7 @@ class Calls(Protocol):
     @property
     def findings(self) -> list[Finding]: ...
 
-    def call(self, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]: ...
+    def call(self, request: Request, timeout: float | None = None) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ class Kernel:
         seed: int | None = None,
     ) -> Any:
         """Call `target.method(*args, **kwargs)` (or `target(...)`) in the kernel."""
-        request = {
+        request: Request = {
             "op": "call",
             "target": target,
             "method": method,
@@ -117,7 +118,7 @@ class Kernel:
         tuple); `params=False` for a plain function, which has no parameters.
         Returns ``{"inputs": [grad per index in wrt], "params": {name: grad or None}}``.
         """
-        request = {
+        request: Request = {
             "op": "grad",
             "target": remote.target,
             "method": None,
@@ -134,7 +135,7 @@ class Kernel:
     def modules(self, remote: Remote) -> list[ModuleEntry]:
         """(name, type) of every submodule of a candidate nn.Module; each entry's `bases`
         names the types it derives from."""
-        request = {"op": "modules", "target": remote.target}
+        request: Request = {"op": "modules", "target": remote.target}
         entries = []
         for item in self._answer(request, remote.label):
             name, kind = str(item[0]), str(item[1])
@@ -142,7 +143,7 @@ class Kernel:
             entries.append(ModuleEntry(name, kind, tuple(str(b) for b in bases)))
         return entries
 
-    def _answer(self, request: dict[str, Any], label: str) -> Any:
+    def _answer(self, request: Request, label: str) -> Any:
         answer = self.session.call(request)
         if "raised" in answer:
             raise CandidateRaised(label, answer["raised"])

@@ -29,6 +29,7 @@ import torch
 
 from grader.errors import GraderBug, GraderError
 from grader.exercise import Check, Exercise
+from grader.kernel.channel import Request
 from grader.limits import Limits
 from grader.outcomes import TROUBLE, CandidateOutcome, Status
 from grader.records import Finding
@@ -59,7 +60,7 @@ class AnswerLog:
     def findings(self) -> list[Finding]:
         return self.session.findings
 
-    def call(self, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+    def call(self, request: Request, timeout: float | None = None) -> dict[str, Any]:
         """Forward the request; note the kind of the answer."""
         answer = self.session.call(request, timeout)
         if "raised" not in answer and not self.loose:
@@ -67,7 +68,7 @@ class AnswerLog:
         return answer
 
 
-def _chosen_by_candidate(request: dict[str, Any], value: Any) -> bool:
+def _chosen_by_candidate(request: Request, value: Any) -> bool:
     """False for a tensor, a number, or the object a class was called to build; True for
     anything else `value` (on the wire) may be."""
     target = request.get("target") or {}

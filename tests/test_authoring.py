@@ -83,7 +83,7 @@ def test_grade_list_shows_the_new_exercise_and_where_it_came_from(project):
     listed = run("list", "--json", "--exercises", str(project / "exercises"), cwd=project)
     rows = {row["id"]: row for row in json.loads(listed.stdout)}
     assert rows["softmax_rows"]["broken"] is None, rows["softmax_rows"]
-    assert rows["softmax_rows"]["folder"] == str((project / "exercises" / "softmax_rows"))
+    assert rows["softmax_rows"]["folder"] == str(project / "exercises" / "softmax_rows")
     assert "mha_interview" in rows  # the built-in ones are still there
     table = run("list", "--exercises", str(project / "exercises"), cwd=project).stdout
     assert "--exercises" in " ".join(table.split())

@@ -57,8 +57,8 @@ def graded_corpus(tmp_path_factory):
 
 def test_the_catalog_holds_every_exercise_with_a_solution_and_a_scaffold():
     assert CATALOG.broken == {}
-    assert EXERCISES == sorted(p.stem for p in SOLUTIONS.glob("*.ipynb"))
-    assert EXERCISES == sorted(p.stem for p in SCAFFOLDS.glob("*.ipynb"))
+    assert sorted(p.stem for p in SOLUTIONS.glob("*.ipynb")) == EXERCISES
+    assert sorted(p.stem for p in SCAFFOLDS.glob("*.ipynb")) == EXERCISES
 
 
 @pytest.mark.parametrize("exercise", EXERCISES)

@@ -15,7 +15,7 @@ import pytest
 
 from grader.exercises._builtins import ATTENTION
 from grader.kernel import Session
-from grader.launch import environment_changes, grader_folders, kernel_path
+from grader.kernel.launch import environment_changes, grader_folders, kernel_path
 from grader.limits import Limits
 from grader.records import Finding, RecordReader, cell_file_names
 from grader.remote import Kernel

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader import kernel, launch, sandbox, signals
-from grader.kernel import NoAnswer, _read_answer
+from grader import signals
+from grader.kernel import channel, launch, sandbox
+from grader.kernel.channel import read_answer as _read_answer
+from grader.outcomes import NoAnswer
 from grader.records import Finding, RecordReader
 
 
@@ -46,7 +48,7 @@ def test_many_small_tensors_add_up(tmp_path):
 
 
 def test_a_large_structure_is_refused_before_it_is_built(tmp_path, monkeypatch):
-    monkeypatch.setattr(kernel, "_MAX_STRUCTURE_BYTES", 1000)
+    monkeypatch.setattr(channel, "MAX_STRUCTURE_BYTES", 1000)
     with pytest.raises(NoAnswer, match="structure is too large"):
         _read_answer(_answer_file(tmp_path, {"value": list(range(5000))}))
 
@@ -60,7 +62,7 @@ def test_a_deeply_nested_answer_is_refused(tmp_path):
 
 
 def test_an_oversized_file_is_not_read(tmp_path, monkeypatch):
-    monkeypatch.setattr(kernel, "_MAX_ANSWER_BYTES", 100)
+    monkeypatch.setattr(channel, "MAX_ANSWER_BYTES", 100)
     with pytest.raises(NoAnswer, match="sane size"):
         _read_answer(_answer_file(tmp_path, {"value": torch.zeros(100)}))
 

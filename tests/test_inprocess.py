@@ -78,7 +78,7 @@ def test_corpus_entry_first_fails_at_its_level(case):
 
 # -- remote objects and the shim's answers, on a small notebook ------------------------
 
-NOTEBOOK = '''
+NOTEBOOK = """
 import numpy as np
 import torch
 from torch import nn
@@ -106,7 +106,7 @@ def double(x):
 
 def broken(x):
     return x.no_such_method()
-'''
+"""
 
 
 @pytest.fixture()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import procs
+from grader.kernel import processes as procs
 from tests.helpers import ROOT
 
 WALK = (
@@ -29,7 +29,7 @@ WALK = (
 )
 SCENARIO = """
 import os, subprocess, sys, time
-from grader import procs
+from grader.kernel import processes as procs
 procs.adopt_orphans()
 beat, kind = sys.argv[1], sys.argv[2]
 env = {**os.environ, "GRADER_SESSION": "walk-test"}

@@ -79,6 +79,8 @@ def test_sandbox_blocks_the_network(tmp_path):
         assert cell_errors(plain) == [] and len(accepted) == 1
     finally:
         server.close()
+        for connection in accepted:
+            connection.close()
 
 
 HUNT_FOR_THE_GRADER = """

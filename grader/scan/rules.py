@@ -1,6 +1,6 @@
 """What is a finding: the machinery tables (dotted prefixes reached anywhere), the internals
 and look-ups by computed name, how each line and cell magic is classed, the names that mark
-check code and private attention, and the message a machinery path gets. Pure data and pure
+check code, and the message a machinery path gets. Pure data and pure
 functions; the package docstring states the rules these tables implement.
 """
 

@@ -15,7 +15,8 @@ from typing import Any
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 
-from grader import procs, sandbox
+from grader.kernel import processes as procs
+from grader.kernel import sandbox
 
 _HERE = Path(__file__).parent
 # The kernel-side code: the guard first (the shim's install calls it), then the shim.
@@ -90,7 +91,7 @@ def kernel_manager(
         kernel_name="grader",
         transport="ipc",  # Unix sockets in our private folder: no TCP port for others to reach
     )
-    manager.client_class = "grader.kernel.BoundedKernelClient"
+    manager.client_class = "grader.kernel.process.BoundedKernelClient"
     manager.connection_file = str(root / f"kernel-{tag}.json")
     manager.ip = str(root / f"ipc-{tag}")
     return manager
@@ -190,7 +191,7 @@ def grader_folders() -> list[Path]:
     folders |= {Path(p).resolve() for p in getattr(exercises, "__path__", ())}
     for entry in sys.path:
         copy = Path(entry or ".").resolve() / package.name
-        if (copy / "shim.py").is_file():
+        if (copy / "kernel" / "shim.py").is_file() or (copy / "shim.py").is_file():
             folders |= {copy, (copy / "exercises").resolve()}
     tree = package.parent
     if (tree / "pyproject.toml").is_file():
@@ -242,7 +243,7 @@ def environment_changes(before: dict[str, int], after: dict[str, int]) -> str:
 
 
 def guard_config(workdir: Path, private: list[Path], packages: tuple[str, ...]) -> dict[str, Any]:
-    """What the kernel-side guard needs to know (see grader/guard.py)."""
+    """What the kernel-side guard needs to know (see grader/kernel/guard.py)."""
     import grader
 
     return {

@@ -6,8 +6,8 @@ calls candidate code, and writes one response file of plain data and tensors, wh
 grader loads with ``torch.load(weights_only=True)``. It decides nothing: every verdict is
 computed in the grader's own process.
 
-What it and the guard see of the attention built-ins goes to the grader through the
-guard's record channel, never through an answer.
+What it and the guard see of the exercise's watched built-ins goes to the grader through
+the guard's record channel, never through an answer.
 """
 
 import contextlib
@@ -23,7 +23,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 if TYPE_CHECKING:  # in the kernel, guard.py's source runs first and IPython is the host
     from IPython import get_ipython
 
-    from grader.guard import install_guard
+    from grader.kernel.guard import install_guard
 
 _save = torch.save
 _load = torch.load

@@ -1,0 +1,36 @@
+"""The kernel layer: everything that talks to the candidate's kernel.
+
+- `session`: one grading's kernel and every decision about it (deadline, watchdog,
+  recovery: interrupt, restart, replay; restarts are counted there and only there);
+- `process`: one kernel process driven by nbclient, which runs code and reports;
+- `cells`: what one execution gave (`Execution`, `CellRun`) and the output bounds;
+- `channel`: the call channel and its wire format (`Request`, `Answer`, bounded answers);
+- `launch`: the kernel's command, environment, import path and guard configuration;
+- `processes`: finding and killing every process a kernel started;
+- `sandbox`: bubblewrap, for `--sandbox` and the PID namespace of every kernel;
+- `guard`, `shim`: the code that runs inside the kernel (sent there as source text).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from grader.kernel.cells import CellRun
+    from grader.kernel.session import Session
+
+__all__ = ["CellRun", "Session"]
+
+
+def __getattr__(name: str) -> Any:
+    """`Session` and `CellRun`, imported when first asked for: the light parts of this
+    package (processes, sandbox) must not pull in Jupyter."""
+    if name == "Session":
+        from grader.kernel.session import Session
+
+        return Session
+    if name == "CellRun":
+        from grader.kernel.cells import CellRun
+
+        return CellRun
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

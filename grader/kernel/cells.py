@@ -1,0 +1,96 @@
+"""Running code in the kernel: what one execution gave, and the bounds on what it printed.
+
+An `Execution` is the outcome of running one piece of code (a cell, or a call of the
+shim): passed, error (with the message), timeout or crashed (the kernel died), with the
+output kept and how much was cut. A `CellRun` is what the report says of a notebook cell.
+Nothing here decides what to do about a timeout or a dead kernel: the session does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import nbformat
+from nbclient import NotebookClient
+
+from grader.outcomes import Status
+
+# The error nbclient reports for a cell past its time limit (it has interrupted the kernel).
+TIMEOUT_NAME = "GraderCellTimeout"
+
+
+@dataclass
+class Execution:
+    """One piece of code run in the kernel: its status, error message and kept output."""
+
+    status: Status = Status.PASSED
+    message: str = ""
+    output: list[str] = field(default_factory=list)
+    kept: int = 0
+    cut: int = 0
+
+
+@dataclass(frozen=True)
+class CellRun:
+    """What happened when one of the candidate's cells ran (index counts all cells from 0)."""
+
+    index: int
+    status: Status
+    message: str = ""
+    output: str = ""
+    output_cut: int = 0
+
+
+class CellClient(NotebookClient):
+    """An nbclient client that keeps only a bounded amount of what a cell prints: at most
+    `cell_budget` characters of each execution, and `total_left` in all."""
+
+    execution: Execution | None = None
+    cell_budget: int = 0
+    total_left: int = 0
+
+    def output(
+        self,
+        outs: list[nbformat.NotebookNode],
+        msg: dict[str, Any],
+        display_id: str | None,
+        cell_index: int,
+    ) -> nbformat.NotebookNode | None:
+        run = self.execution
+        if run is None:
+            return None
+        content = msg.get("content", {})
+        text = content.get("text") or content.get("evalue") or ""
+        if not text and "data" in content:
+            text = str(content["data"].get("text/plain", ""))
+        room = max(0, min(self.cell_budget - run.kept, self.total_left))
+        if len(text) > room:
+            run.cut += len(text) - room
+            text = text[:room]
+        run.kept += len(text)
+        self.total_left -= len(text)
+        if text:
+            run.output.append(text)
+        return None
+
+
+def cell_run(index: int, run: Execution, limit: float) -> CellRun:
+    """The report's account of a notebook cell from its execution."""
+    output = "".join(run.output)
+    if run.status == Status.TIMEOUT:
+        message = f"ran past the {limit:g} s cell limit and was interrupted"
+        return CellRun(index, Status.TIMEOUT, message, output, run.cut)
+    if run.status == Status.CRASHED:
+        message = "the kernel died while running this cell"
+        return CellRun(index, Status.CRASHED, message, output, run.cut)
+    message = run.message
+    if message.startswith("MemoryError") or "can't allocate memory" in message:
+        message = f"memory limit exceeded ({message})"
+    return CellRun(index, run.status, message, output, run.cut)
+
+
+def one_line(value: object, limit: int = 300) -> str:
+    """`value` as one line of at most `limit` characters."""
+    text = " ".join(str(value).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,392 @@
+"""The session: one grading's kernel, and every decision about it.
+
+A `Session` owns the scratch space, the guard's record channel, the deadline and its
+watchdog, and the kernel process of the moment (`KernelProcess`). It runs the notebook's
+cells and carries the hidden suite's calls through the call channel (`Channel`). The parts
+below it only report what happened; recovery lives here, in one place (`_recover`): after
+a timeout the kernel is interrupted and probed, and a kernel that does not come back, or
+dies, is replaced by a fresh one that replays the cells that ran to completion. The
+session counts every restart. Nothing the kernel prints is read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import secrets
+import shutil
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from grader.errors import KernelStartError
+from grader.kernel import processes as procs
+from grader.kernel.cells import CellRun, Execution, cell_run
+from grader.kernel.channel import MAX_TENSOR_BYTES, Channel, Request
+from grader.kernel.launch import (
+    environment_changes,
+    environment_snapshot,
+    guard_config,
+    install_code,
+    scratch_root,
+)
+from grader.kernel.process import KernelProcess, OutputBudget, kill_all
+from grader.limits import Limits
+from grader.outcomes import CallTimeout, KernelCrashed, NoAnswer, Status
+from grader.records import Finding, RecordReader
+from grader.signals import held
+
+# How long past the grading's deadline the watchdog lets the grader wind down on its own
+# before it kills the kernel.
+WATCHDOG_GRACE = 5.0
+_F_SETPIPE_SZ = 1031  # linux/fcntl.h
+
+
+class Session:
+    """A candidate kernel for the length of one grading.
+
+    Use as a context manager: entering launches the kernel process (without waiting for
+    it, so the grader can load its suites meanwhile); `prepare` then installs the shim and
+    runs the cells (see `cells`); leaving kills the kernel and every process it started
+    and removes the scratch space.
+    """
+
+    def __init__(
+        self,
+        sources: list[tuple[int, str]],
+        limits: Limits,
+        deadline: float | None = None,
+    ) -> None:
+        self.sources = sources
+        self.limits = limits
+        self.deadline = (
+            deadline if deadline is not None else time.monotonic() + limits.total_timeout
+        )
+        self.cells: list[CellRun] = []
+        self.restarts = 0
+        self.calls = 0
+        self._watch: dict[str, object] = {}
+        self._packages: tuple[str, ...] = ()
+        self._reader = RecordReader(sources)
+        self._host_pids: dict[tuple[int, int], int | None] = {}
+        self._token = secrets.token_hex(8)
+        self._process: KernelProcess | None = None
+        self._cell_ids: dict[int, str] = {}
+        cell, total = limits.output_budget
+        self._budget = OutputBudget(cell, total)
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        # set by _open: the scratch space and the record channel
+        self._root: Path | None = None
+        self._channel = Channel(Path())
+        self._environment: dict[str, int] = {}
+        self._records = self._records_w = -1
+        self._records_inode = 0
+
+    def __enter__(self) -> Session:
+        try:
+            with held():  # everything `close` undoes exists before a signal can stop us
+                self._open()
+            self._launch()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def expired(self) -> bool:
+        """Whether the grading's deadline has passed."""
+        return time.monotonic() >= self.deadline
+
+    @property
+    def workdir(self) -> Path:
+        """The kernel's working folder (emptied for every kernel)."""
+        return (self._root or Path()) / "work"
+
+    def prepare(
+        self,
+        watch: dict[str, object] | None = None,
+        packages: tuple[str, ...] = ("numpy", "einops"),
+    ) -> None:
+        """Wait for the kernel, install the guard and the shim (watching what `watch`, an
+        exercise's `Watch.kernel_config()`, names; the notebook may import the standard
+        library, torch and `packages`), and run the notebook's cells.
+
+        Raises:
+            KernelStartError: the kernel did not come up.
+        """
+        self._watch = dict(watch or {})
+        self._packages = packages
+        self._connect()
+        self._run_cells()
+
+    @property
+    def seen(self) -> set[str]:
+        """Watched built-ins the guard saw called during hidden tests."""
+        self._read_records()
+        return self._reader.seen
+
+    @property
+    def findings(self) -> list[Finding]:
+        """Everything the guard reported, in order (see grader.records)."""
+        self._read_records()
+        return list(self._reader.findings)
+
+    # -- calls from the hidden suite -------------------------------------------------
+
+    def call(self, request: Request, timeout: float | None = None) -> dict[str, Any]:
+        """Send one request to the shim and return its answer.
+
+        Raises:
+            CallTimeout: the call ran past its limit (or the grading past its own).
+            KernelCrashed: the kernel died (a fresh one is already running).
+            NoAnswer: the kernel wrote no answer.
+        """
+        process = self._process
+        if process is None or not process.running:  # the deadline passed, the kernel is gone
+            raise CallTimeout(f"grading passed its {self.limits.total_timeout:g} s limit")
+        self.calls += 1
+        request_path, answer_path = self._channel.send(request)
+        code = self._channel.serve_code(process.shim, process.namespace, request_path, answer_path)
+        left = max(1.0, self.deadline - time.monotonic())
+        limit = min(timeout or self.limits.call_timeout, left)
+        run = self._recover(process.quick(code, limit), interrupt=True)
+        self._read_records()
+        if run.status in (Status.CRASHED, Status.TIMEOUT):
+            self._channel.forget(request_path, answer_path)
+        if run.status == Status.CRASHED and self.expired:
+            self._stop()
+            raise CallTimeout(f"grading passed its {self.limits.total_timeout:g} s limit")
+        if run.status == Status.CRASHED:
+            raise KernelCrashed()
+        if run.status == Status.TIMEOUT:
+            raise CallTimeout(f"a call into the candidate's code ran past the {limit:g} s limit")
+        answer = self._channel.receive(request_path, answer_path)
+        if answer is None:
+            raise NoAnswer(run.message or "no answer file")
+        return answer
+
+    # -- recovery: the one place that interrupts, restarts and replays --------------
+
+    def _recover(self, run: Execution, interrupt: bool) -> Execution:
+        """What a timeout or a dead kernel leads to. A timeout: the kernel is interrupted
+        (cells: nbclient has done it) and probed; if it does not come back it is replaced,
+        and the run stays a timeout. A dead kernel is replaced. The run is returned as the
+        report should see it."""
+        if run.status == Status.TIMEOUT:
+            assert self._process is not None
+            if interrupt:
+                self._process.interrupt()
+            if self._process.settled():
+                return run
+            self.restart()  # the interrupt did not take
+        elif run.status == Status.CRASHED:
+            self.restart()
+        return run
+
+    def restart(self) -> None:
+        """Replace the kernel with a fresh one and replay the cells that ran to completion,
+        all within the grading's deadline (none once it has passed: calls then time out
+        at once). Every restart is counted here.
+
+        Raises:
+            KernelStartError: the fresh kernel did not start (before the deadline).
+        """
+        self._stop()
+        if self.expired:
+            return
+        self.restarts += 1
+        try:
+            self._start()
+        except KernelStartError:
+            if self.expired:  # the watchdog ended the start
+                self._stop()
+                return
+            raise
+        self._replay()
+
+    def _replay(self) -> None:
+        """Run again, without keeping output, the cells that ran to completion. A replayed
+        cell that does not finish ends the replay (no restart within a restart)."""
+        sources = dict(self.sources)
+        assert self._process is not None
+        for cell in self.cells:
+            if cell.status not in (Status.PASSED, Status.ERROR):
+                continue
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                break
+            limit = min(self.limits.cell_timeout, left)
+            run = self._process.execute(sources[cell.index], limit, keep_output=False)
+            if run.status == Status.CRASHED:
+                break
+            if run.status == Status.TIMEOUT and not self._process.settled():
+                break
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def _open(self) -> None:
+        """The scratch space, the record channel and the watchdog."""
+        self._environment = environment_snapshot()
+        self._root = scratch_root()
+        (self._root / "io").mkdir()
+        self._channel = Channel(self._root / "io")
+        # The guard's record channel: the kernel holds the writing end, we read.
+        self._records, self._records_w = os.pipe()
+        with contextlib.suppress(OSError):  # room for bursts between drains (Linux)
+            fcntl.fcntl(self._records_w, _F_SETPIPE_SZ, 1 << 20)
+        os.set_blocking(self._records, False)
+        self._records_inode = os.fstat(self._records).st_ino
+        watchdog = threading.Thread(target=self._watchdog, name="grader-watchdog", daemon=True)
+        watchdog.start()
+
+    def _watchdog(self) -> None:
+        """The watchdog, a thread of its own: it drains the record channel (so the guard
+        never waits on a full pipe) and, once the deadline is well past, kills the kernel
+        and everything it started, so that no wait on the kernel (a replay, a start, an
+        interrupt it ignores) outlasts --timeout: the main thread then finds the kernel
+        dead and winds down."""
+        while not self._done.wait(0.1):
+            self._drain()
+            if time.monotonic() >= self.deadline + WATCHDOG_GRACE:
+                process = self._process
+                kill_all(self._token, process.pid if process is not None else None)
+
+    def _start(self) -> None:
+        self._launch()
+        self._connect()
+
+    def _launch(self) -> None:
+        assert self._root is not None
+        self._process = KernelProcess(
+            self._root, self._token, self._records_w, self.limits, self._budget
+        )
+        self._process.launch()
+
+    def _connect(self) -> None:
+        assert self._process is not None
+        config = {
+            **guard_config(self.workdir, [self._channel.folder], self._packages),
+            "max_tensor_bytes": MAX_TENSOR_BYTES,
+            "watch": self._watch,
+        }
+        cell, total = self.limits.output_budget
+        install = install_code(
+            f"_grader_shim_{self._process.tag}", self._records_w, config, cell + 64, total + 64
+        )
+        self._process.connect(install)
+
+    def _stop(self) -> None:
+        """Kill the kernel and every process it started."""
+        if self._process is not None:
+            self._process.stop()
+        else:
+            kill_all(self._token, None)
+
+    def close(self) -> None:
+        """Kill the kernel and everything it started; remove the scratch space; say if the
+        grading environment changed meanwhile. Runs to the end whatever signal arrives."""
+        with held():
+            self._done.set()
+            self._stop()
+            if self._root is not None:
+                shutil.rmtree(self._root, ignore_errors=True)
+            with self._lock:
+                if self._records >= 0:
+                    changed = environment_changes(self._environment, environment_snapshot())
+                    if changed:
+                        self._reader.add(
+                            Finding("environment", f"the grading environment changed: {changed}")
+                        )
+                for fd in (self._records, self._records_w):
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+                self._records = self._records_w = -1
+
+    # -- the notebook's cells ---------------------------------------------------------
+
+    def _run_cells(self) -> None:
+        self.cells = []
+        for index, source in self.sources:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                message = f"not run: grading passed its {self.limits.total_timeout:g} s limit"
+                self.cells.append(CellRun(index, Status.SKIPPED, message))
+                continue
+            assert self._process is not None
+            run = self._process.execute(source, min(self.limits.cell_timeout, left), True)
+            self._cell_ids[index] = self._process.last_message_id
+            cell = cell_run(index, self._recover(run, interrupt=False), self.limits.cell_timeout)
+            self.cells.append(cell)
+        self._count_cut_output()
+
+    def _count_cut_output(self) -> None:
+        """Add what the shim dropped at the source to each cell's count of cut output."""
+        try:
+            cut = self.call({"op": "output_cut"}).get("value")
+        except (CallTimeout, KernelCrashed, NoAnswer):
+            return
+        if not isinstance(cut, dict):
+            return
+        self.cells = [
+            replace(c, output_cut=c.output_cut + _count(cut.get(self._cell_ids.get(c.index, ""))))
+            for c in self.cells
+        ]
+
+    # -- the guard's records ----------------------------------------------------------
+
+    def _read_records(self) -> None:
+        """Take what the guard wrote; check that the kernel still holds the channel."""
+        self._drain()
+        self._check_channel()
+
+    def _drain(self) -> None:
+        with self._lock:
+            while self._records >= 0:
+                try:
+                    data = os.read(self._records, 1 << 16)
+                except (BlockingIOError, OSError):
+                    break
+                if not data:
+                    break
+                self._reader.feed(data)
+
+    def _check_channel(self) -> None:
+        """The kernel's end of the record channel must still be the pipe we gave it: a
+        kernel that redirects it (os.dup2, os.close) is tampering with the grader. Read
+        from /proc, outside the kernel's reach."""
+        process = self._process
+        if process is None or not process.running or not self._reader.pids:
+            return
+        pid = self._kernel_host_pid(process)
+        if pid is None:
+            return
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{self._records_w}")
+        except OSError:
+            link = ""
+        if link != f"pipe:[{self._records_inode}]" and procs.alive(pid):
+            self._reader.add(Finding("tamper", "the kernel redirected the grader's record channel"))
+
+    def _kernel_host_pid(self, process: KernelProcess) -> int | None:
+        """The kernel's process id as this process sees it (a sandbox has its own PID
+        namespace: the guard reports the id inside it)."""
+        launched = process.pid
+        if launched is None:
+            return None
+        key = (launched, self._reader.pids[-1])
+        if key not in self._host_pids:
+            inside = {launched} | procs.descendants(launched)
+            self._host_pids[key] = procs.host_pid(key[1], inside)
+        return self._host_pids[key]
+
+
+def _count(value: object) -> int:
+    """A count the kernel sent (the candidate may have forged it): a non-negative int or 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0

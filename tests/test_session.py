@@ -1,0 +1,134 @@
+"""The session's recovery policy, with a fake kernel process: what a timeout, an interrupt
+that does not take, a dead kernel and a passed deadline lead to, and that every restart
+is counted once. (The same paths with real kernels are in test_faults.py.)"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from grader.kernel.cells import CellRun, Execution
+from grader.kernel.channel import Channel
+from grader.kernel.session import Session
+from grader.limits import Limits
+from grader.outcomes import CallTimeout, KernelCrashed, Status
+
+
+class FakeProcess:
+    """Plays a kernel process: `quick` and `execute` give the scripted statuses in turn
+    (then PASSED); `settles` says whether an interrupt takes."""
+
+    def __init__(self, log: list[str], script: list[Status], settles: bool = True) -> None:
+        self.log = log
+        self.script = script
+        self.settles = settles
+        self.running = True
+        self.pid = None
+        self.shim = "shim"
+        self.namespace = "ns"
+        self.last_message_id = ""
+
+    def _next(self, what: str) -> Execution:
+        status = self.script.pop(0) if self.script else Status.PASSED
+        self.log.append(f"{what}:{status.value}")
+        return Execution(status=status)
+
+    def quick(self, code: str, timeout: float) -> Execution:
+        return self._next("call")
+
+    def execute(self, source: str, timeout: float, keep_output: bool) -> Execution:
+        return self._next(f"{'cell' if keep_output else 'replay'} {source}")
+
+    def interrupt(self) -> None:
+        self.log.append("interrupt")
+
+    def settled(self) -> bool:
+        self.log.append(f"settled:{self.settles}")
+        return self.settles
+
+    def stop(self) -> None:
+        self.log.append("stop")
+        self.running = False
+
+
+def session_with(tmp_path: Path, *scripts: list[Status], settles: bool = True, **limits):
+    """A session whose kernels are fake: the first runs `scripts[0]`, each fresh one the
+    next script (or nothing)."""
+    session = Session([(0, "a"), (1, "b"), (2, "c")], Limits(**limits))
+    session._channel = Channel(tmp_path)
+    log: list[str] = []
+    queue = list(scripts)
+
+    def launch() -> None:
+        log.append("start")
+        session._process = FakeProcess(log, queue.pop(0) if queue else [], settles)  # type: ignore[assignment]
+
+    session._launch = launch  # type: ignore[method-assign]
+    session._connect = lambda: None  # type: ignore[method-assign]
+    launch()
+    return session, log
+
+
+def with_cells(session: Session, *statuses: Status) -> Session:
+    session.cells = [CellRun(i, s) for i, s in enumerate(statuses)]
+    return session
+
+
+def test_a_timeout_that_the_interrupt_ends_keeps_the_kernel(tmp_path):
+    session, log = session_with(tmp_path, [Status.TIMEOUT])
+    with pytest.raises(CallTimeout, match="20 s limit"):
+        session.call({"op": "call"})
+    assert log == ["start", "call:timeout", "interrupt", "settled:True"]
+    assert session.restarts == 0
+
+
+def test_an_interrupt_that_does_not_take_means_a_fresh_kernel_and_a_replay(tmp_path):
+    session, log = session_with(tmp_path, [Status.TIMEOUT], settles=False)
+    with_cells(session, Status.PASSED, Status.TIMEOUT, Status.ERROR)
+    with pytest.raises(CallTimeout):
+        session.call({"op": "call"})
+    assert log == [
+        "start", "call:timeout", "interrupt", "settled:False", "stop", "start",
+        "replay a:passed", "replay c:passed",  # cells that completed, raising or not
+    ]  # fmt: skip
+    assert session.restarts == 1
+
+
+def test_a_dead_kernel_is_replaced_and_the_test_is_crashed(tmp_path):
+    session, log = session_with(tmp_path, [Status.CRASHED])
+    with_cells(session, Status.PASSED)
+    with pytest.raises(KernelCrashed):
+        session.call({"op": "call"})
+    assert log == ["start", "call:crashed", "stop", "start", "replay a:passed"]
+    assert session.restarts == 1
+
+
+def test_a_cell_that_kills_the_kernel_counts_as_a_restart(tmp_path):
+    session, log = session_with(tmp_path, [Status.PASSED, Status.CRASHED])
+    session._count_cut_output = lambda: None  # type: ignore[method-assign]
+    session._run_cells()
+    assert [c.status for c in session.cells] == [Status.PASSED, Status.CRASHED, Status.PASSED]
+    assert log == ["start", "cell a:passed", "cell b:crashed", "stop", "start",
+                   "replay a:passed", "cell c:passed"]  # fmt: skip
+    assert session.restarts == 1
+
+
+def test_a_replayed_cell_that_dies_ends_the_replay(tmp_path):
+    session, log = session_with(tmp_path, [Status.CRASHED], [Status.CRASHED])
+    with_cells(session, Status.PASSED, Status.PASSED)
+    with pytest.raises(KernelCrashed):
+        session.call({"op": "call"})
+    assert log == ["start", "call:crashed", "stop", "start", "replay a:crashed"]
+    assert session.restarts == 1
+
+
+def test_past_the_deadline_nothing_is_restarted(tmp_path):
+    session, log = session_with(tmp_path, [Status.CRASHED])
+    session.deadline = time.monotonic() - 1
+    with pytest.raises(CallTimeout, match="grading passed its 900 s limit"):
+        session.call({"op": "call"})
+    assert "start" not in log[1:] and session.restarts == 0
+    with pytest.raises(CallTimeout, match="grading passed"):  # and no kernel is left to call
+        session.call({"op": "call"})
