@@ -49,10 +49,7 @@ class _Recorder(_Bindings):
         self.forbidden = forbidden
         self.private = private
         self._builtins: dict[str, str | None] = {}
-
-    def begin(self, emit: bool) -> None:
-        """Start a pass: forget what the last one recorded."""
-        self.emit = emit
+        # what one pass records (`begin` empties it)
         self.refs: list[tuple[Finding, str | None]] = []  # (reference, top-level owner)
         self.flags: list[Finding] = []  # machinery and magics
         self.uses: list[tuple[str, str, str]] = []  # (module name, top owner, qualname)
@@ -62,6 +59,19 @@ class _Recorder(_Bindings):
         self.reads_all: dict[str, str] = {}  # top owner -> qualname, for globals()
         self.owners: list[str] = []
         self._placed: set[tuple[int, int, str]] = set()
+
+    def begin(self, emit: bool) -> None:
+        """Start a pass: forget what the last one recorded."""
+        self.emit = emit
+        self.refs = []
+        self.flags = []
+        self.uses = []
+        self.loads = {}
+        self.calls = {}
+        self.writes = set()
+        self.reads_all = {}
+        self.owners = []
+        self._placed = set()
 
     def result(self) -> ScanResult:
         check = self._check_code()

@@ -133,16 +133,15 @@ class _Bindings:
     ``scopes``, ``_resolved``) and provides ``visit``, for the parts of a target that are read.
     """
 
-    emit: bool  # the recording pass: module-level bindings are then final
-    cell: int
-    offset: int
-    scopes: list[_Scope]
-    _resolved: dict[int, set[str]]
-
     def visit(self, node: ast.AST) -> None:  # the reader's (an ast.NodeVisitor)
         raise NotImplementedError
 
     def __init__(self, cells: list[_Cell]) -> None:
+        self.emit = False  # the recording pass: module-level bindings are then final
+        self.cell = 0
+        self.offset = 0
+        self.scopes: list[_Scope] = [_Scope("module")]
+        self._resolved: dict[int, set[str]] = {}
         self.cells = cells
         self.module: _Env = {}
         self.names: set[str] = set()  # every module-level name the notebook binds

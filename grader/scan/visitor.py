@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 import re
 
-from grader.scan.cells import _magic_call, _parse, _statement
+from grader.scan.cells import _Cell, _magic_call, _parse, _statement
 from grader.scan.findings import _Recorder
 from grader.scan.names import (
     _alias_name,
@@ -41,6 +41,14 @@ class _Reader(_Recorder):
     """Walks every cell with Python's scopes; `read(emit=False)` collects module-level
     bindings, `read(emit=True)` records references, uses and machinery."""
 
+    def __init__(
+        self, forbidden: frozenset[str], cells: list[_Cell], private: re.Pattern[str] | None
+    ) -> None:
+        super().__init__(forbidden, cells, private)
+        self.depth = 0  # magic bodies read inside magic bodies
+        self.bare: int | None = None  # the call that is a whole statement, if any
+        self.local = False  # the cell's functions and classes cannot bind module names
+
     # - passes -
 
     def read(self, emit: bool) -> bool:
@@ -48,11 +56,11 @@ class _Reader(_Recorder):
         before = sum(len(paths) for paths in self.module.values())
         self.begin(emit)
         self.depth = 0
-        self.bare: int | None = None
+        self.bare = None
         for cell in self.cells:
             self.cell, self.offset, self.local = cell.number, cell.offset, cell.local
             self.scopes = [_Scope("module")]
-            self._resolved: dict[int, set[str]] = {}
+            self._resolved = {}
             self.body(cell.tree.body)
         return sum(len(paths) for paths in self.module.values()) != before
 
