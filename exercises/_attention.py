@@ -1,9 +1,17 @@
-"""Helpers shared by the attention suites: seeded inputs, masks, and the torch oracle.
+"""How the attention suites reach a candidate's module (`Adapter`), and the tensors they
+share: seeded inputs, masks, and the torch oracle.
 
-Everything here runs in the grader's process with the grader's own torch.
+Masks here are in one canonical form, `allow`: nonzero = may attend, [T, S] or
+[B | 1, 1 | H, T | 1, S], any dtype; an adapter turns it into the exercise's own arguments.
+Everything runs in the grader's process, with the grader's own torch.
 """
 
 from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -11,97 +19,186 @@ from torch import nn
 from grader import checks
 from grader.checks import Failed
 
+F32, F64 = torch.float32, torch.float64
+Inputs = tuple[torch.Tensor, ...]
 
-def randn(
-    *shape: int, seed: int, scale: float = 1.0, dtype: torch.dtype = torch.float32
-) -> torch.Tensor:
+
+def randn(*shape: int, seed: int, scale: float = 1.0, dtype: torch.dtype = F32) -> torch.Tensor:
     """Reproducible normal noise, independent of the global RNG."""
     g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g, dtype=torch.float64).mul(scale).to(dtype)
+    return torch.randn(*shape, generator=g, dtype=F64).mul(scale).to(dtype)
 
 
 def causal_allow(t: int, s: int | None = None) -> torch.Tensor:
     """[T, S] bool, True = may attend (key j <= query i)."""
-    s = t if s is None else s
-    return torch.arange(s)[None, :] <= torch.arange(t)[:, None]
+    return torch.arange(t if s is None else s)[None, :] <= torch.arange(t)[:, None]
 
 
-def padding_keep(lengths: list[int], s: int) -> torch.Tensor:
-    """[B, S] bool, True = real token, for per-sample lengths."""
-    return torch.arange(s)[None, :] < torch.tensor(lengths)[:, None]
+def padding_allow(lengths: list[int], s: int) -> torch.Tensor:
+    """[B, 1, 1, S] bool, True = a real key, for per-sample lengths."""
+    return (torch.arange(s)[None, :] < torch.tensor(lengths)[:, None])[:, None, None, :]
 
 
-def fold_heads(mask: torch.Tensor, heads: int) -> torch.Tensor:
-    """[B, 1, T, S] or [B, T, S] -> [B*H, T, S] in nn.MultiheadAttention's b*H + h order."""
-    if mask.dim() == 4:
-        mask = mask[:, 0]
-    return mask.repeat_interleave(heads, dim=0)
+def random_allow(*shape: int, seed: int, p: float = 0.4, open: int = 0) -> torch.Tensor:
+    """A bool mask, True with probability 1 - p, key `open` always allowed (no fully blocked
+    rows: nn.MultiheadAttention is no oracle for those)."""
+    allow = torch.rand(*shape, generator=torch.Generator().manual_seed(seed)) > p
+    allow[..., open] = True
+    return allow
 
 
-def require(state: dict, names: list[str], owner: str) -> dict[str, torch.Tensor]:
+def blocked(allow: torch.Tensor | None, b: int, t: int, s: int, heads: int) -> torch.Tensor | None:
+    """A canonical mask as nn.MultiheadAttention's bool attn_mask (True = blocked), folded to
+    [B*H, T, S] in its b*H + h order (a mask shared by the heads repeated per head)."""
+    return None if allow is None else (allow == 0).expand(b, heads, t, s).reshape(-1, t, s)
+
+
+def qkv(inputs: Inputs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(x,) -> (x, x, x); (x, kv) -> (x, kv, kv); (q, k, v) unchanged."""
+    q, k, v = (*inputs, *inputs[-1:] * (3 - len(inputs)))
+    return q, k, v
+
+
+def require(state: Any, names: list[str], owner: str) -> dict[str, torch.Tensor]:
     """The named tensors from a candidate state_dict, or a Failed naming what is missing."""
     if not isinstance(state, dict):
         raise Failed(f"{owner}.state_dict() did not return a dict")
     missing = [n for n in names if not isinstance(state.get(n), torch.Tensor)]
     if missing:
+        more = f" (+{len(missing) - 4} more)" if len(missing) > 4 else ""
         raise Failed(
-            f"{owner} has no {', '.join(missing)} in its state_dict (keep the scaffold's layers)"
+            f"{owner}.state_dict() has no {', '.join(missing[:4])}{more}: keep the scaffold's layers"
         )
     return {n: state[n] for n in names}
 
 
-def oracle(
-    embed_dim: int,
-    num_heads: int,
-    q: tuple[torch.Tensor, torch.Tensor | None],
-    k: tuple[torch.Tensor, torch.Tensor | None],
-    v: tuple[torch.Tensor, torch.Tensor | None],
-    out: tuple[torch.Tensor, torch.Tensor | None],
-    dtype: torch.dtype = torch.float64,
-) -> nn.MultiheadAttention:
-    """An nn.MultiheadAttention (batch first, eval mode) holding the given projections."""
-    bias = q[1] is not None
-    mha = nn.MultiheadAttention(embed_dim, num_heads, bias=bias, batch_first=True, dtype=dtype)
+def load(module: Any, owner: str, tensors: dict[str, torch.Tensor]) -> None:
+    """Overwrite some of the module's tensors; each must exist in its state_dict."""
+    answer = module.load_state_dict(tensors, strict=False)
+    unknown = list(answer[1]) if isinstance(answer, (tuple, list)) and len(answer) == 2 else []
+    if unknown:
+        raise Failed(f"{owner}.state_dict() has no {', '.join(unknown[:4])} to load into")
+
+
+def oracle(heads: int, weights: list, biases: list) -> nn.MultiheadAttention:
+    """A float64 nn.MultiheadAttention (batch first, eval mode) holding the q, k, v and out
+    projections; a first weight [3E, E] of only two is a fused in_proj (q, k, v stacked)."""
+    if len(weights) == 2:
+        weights = [*weights[0].chunk(3), weights[1]]
+        biases = [*(biases[0].chunk(3) if biases[0] is not None else [None] * 3), biases[1]]
+    bias = biases[0] is not None
+    mha = nn.MultiheadAttention(weights[0].shape[1], heads, bias=bias, batch_first=True, dtype=F64)
     with torch.no_grad():
-        mha.in_proj_weight.copy_(torch.cat([q[0], k[0], v[0]]))
-        mha.out_proj.weight.copy_(out[0])
+        mha.in_proj_weight.copy_(torch.cat(weights[:3]))
+        mha.out_proj.weight.copy_(weights[3])
         if bias:
-            mha.in_proj_bias.copy_(torch.cat([q[1], k[1], v[1]]))
-            mha.out_proj.bias.copy_(out[1])
+            mha.in_proj_bias.copy_(torch.cat(biases[:3]))
+            mha.out_proj.bias.copy_(biases[3])
     return mha.eval()
 
 
-def run_oracle(
-    mha: nn.MultiheadAttention,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    blocked: torch.Tensor | None = None,
-    ignore_keys: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Oracle output and head-averaged weights. `blocked` is in the module's own convention
-    (bool True = blocked, or float added; [T,S] or [B*H,T,S]); `ignore_keys` is [B,S], True = pad."""
-    with torch.no_grad():
-        y, w = mha(
-            query, key, value,
-            attn_mask=blocked, key_padding_mask=ignore_keys,
-            need_weights=True, average_attn_weights=True,
-        )  # fmt: skip
-    return y, w
+def run_oracle(mha: nn.MultiheadAttention, inputs: Inputs, attn_mask=None, per_head=True):
+    """The oracle's output and weights ([B, H, T, S], or averaged: [B, 1, T, S]) in float64;
+    `attn_mask` in its own convention (bool True = blocked, or float added). Never give it a
+    fully blocked row: it returns NaN for those."""
+    q, k, v = (t.double() for t in qkv(inputs))  # a float64 leaf stays itself: gradients flow
+    y, w = mha(q, k, v, attn_mask=attn_mask, need_weights=True, average_attn_weights=not per_head)
+    return y, (w if per_head else w[:, None])
 
 
-def require_gradients(grads: dict, input_shape: tuple[int, ...]) -> None:
-    """Gradients from `Kernel.grad`: every parameter got one, every weight a non-zero one,
-    and the input a finite, non-zero one. (Key biases may get exactly zero: softmax ignores
-    a shift shared by all keys.)"""
-    (gx,) = grads["inputs"]
-    missing = [name for name, g in grads["params"].items() if g is None]
-    if missing:
-        raise Failed(f"no gradient reached {', '.join(missing)}")
-    checks.tensor(gx, "gradient of the input", input_shape)
-    checks.finite(gx, "gradient of the input")
-    dead = [
-        n for n, g in grads["params"].items() if n.endswith("weight") and float(g.abs().max()) == 0
-    ]
-    if dead or float(gx.abs().max()) == 0:
-        raise Failed(f"zero gradient for {', '.join(dead) or 'the input'}")
+def exactly_zero(t: torch.Tensor, what: str) -> None:
+    """Every entry of `t` is exactly 0 (and none is NaN)."""
+    checks.finite(t, what)
+    if float(t.abs().max()) != 0:
+        raise Failed(f"{what}: max {float(t.abs().max()):.3g}, want exactly 0")
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """One candidate module (or function) as the shared checks reach it. A subclass says how
+    to `build` it and, where its forward differs from ``module(*inputs, mask=allow)``, how a
+    call is `request`ed. Weights come back as [B, H, T, S] (head-averaged: [B, 1, T, S])."""
+
+    E: int  # output width
+    H: int
+    B: int
+    T: int  # query length
+    S: int  # key length in cross-attention (= T where there is none)
+    d_in: int = 0  # input width, where it differs from E
+    owner: str = "MultiHeadAttention"  # the class built, as messages name it
+    args: tuple[str, ...] = ("x",)  # forward's inputs in cross-attention
+    output: str = "output"  # what messages call the output
+    prefix: str = ""  # before "weights" in messages
+    dropout: float = 0.0  # what `build` gives when not told
+    per_head: bool = True  # weights [B, H, T, S]; False: averaged over heads, [B, T, S]
+    returns_weights: bool = True  # forward returns (y, weights), not y alone
+    function: bool = False  # a plain function: no parameters, no submodules
+    layers: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "out_proj")
+    heads_api: tuple[str, str] = ("_split_heads", "_merge_heads")
+
+    def replace(self, **changes: Any) -> Any:
+        """This adapter with other sizes or names."""
+        return dataclasses.replace(self, **changes)
+
+    def build(self, kernel: Any, dropout: float | None = None, bias: bool = True, seed: int = 0):
+        """The candidate's module with these sizes, in eval mode."""
+        raise NotImplementedError
+
+    def request(self, module: Any, inputs: Inputs, allow=None, weights: bool = True):
+        """What to call for `inputs` under the canonical mask: (remote, args, kwargs)."""
+        return module, inputs, ({} if allow is None else {"mask": allow})
+
+    def forward(self, module, inputs: Inputs, allow=None, weights=True, seed=None, **extra):
+        """Call it (torch seeded first, given a seed); check and return (y, weights or None)."""
+        target, args, kwargs = self.request(module, inputs, allow, weights)
+        answer = (target if seed is None else target.seeded(seed))(*args, **kwargs, **extra)
+        b, t, s = inputs[0].shape[0], inputs[0].shape[1], inputs[-1].shape[1]
+        if not self.returns_weights:
+            return checks.tensor(answer, self.output, (b, t, self.E)), None
+        y, w = checks.pair(answer, f"{self.owner}.forward({', '.join(self.args[: len(inputs)])})")
+        checks.tensor(y, self.output, (b, t, self.E))
+        if not weights:
+            return y, w
+        checks.tensor(w, f"{self.prefix}weights", (b, self.H, t, s) if self.per_head else (b, t, s))
+        return y, (w if self.per_head else w[:, None])
+
+    def weights(self, module, inputs: Inputs, allow=None) -> torch.Tensor:
+        """The attention weights for `inputs`, [B, H, T, S]."""
+        return self.forward(module, inputs, allow)[1]
+
+    def inputs(self, batch=None, t=None, s=None, *, cross=True, seed=1, scale=1.0, dtype=F32):
+        """Seeded inputs: (x,) for self-attention, else one per name in `args`."""
+        b, t, s = batch or self.B, t or self.T, s or self.S
+        shapes = [(b, t, self.d_in or self.E)] + [(b, s, self.E)] * (
+            len(self.args) - 1 if cross else 0
+        )
+        return tuple(
+            randn(*n, seed=seed + i, scale=scale, dtype=dtype) for i, n in enumerate(shapes)
+        )
+
+    def batch(self, allow) -> int:
+        """A per-sample mask's batch size, else the adapter's."""
+        per_sample = allow is not None and allow.dim() == 4 and allow.shape[0] > 1
+        return allow.shape[0] if per_sample else self.B
+
+    def randomise(self, module, dtype, bias=True, seed=7) -> dict[str, torch.Tensor]:
+        """Cast the module to `dtype`, give every layer a random bias (fresh biases are zero
+        and hide bias bugs), and return the layers' tensors as the module now holds them."""
+        names = [f"{p}.{kind}" for p in self.layers for kind in ("weight", "bias")[: 1 + bias]]
+        state = require(module.state_dict(), names, self.owner)
+        module.to(dtype)
+        if bias:
+            rows = [state[f"{p}.bias"].shape[0] for p in self.layers]
+            news = [randn(n, seed=seed + i, scale=0.5, dtype=dtype) for i, n in enumerate(rows)]
+            load(
+                module, self.owner, {f"{p}.bias": b for p, b in zip(self.layers, news, strict=True)}
+            )
+        return {n: t.to(dtype) for n, t in require(module.state_dict(), names, self.owner).items()}
+
+    def oracle(self, module, dtype, bias=True) -> Callable[..., tuple]:
+        """Randomise the module's biases; a float64 reference for it, (inputs, blocked) ->
+        (y, weights): here nn.MultiheadAttention holding its projections."""
+        state = self.randomise(module, dtype, bias)
+        weights = [state[f"{p}.weight"] for p in self.layers]
+        mha = oracle(self.H, weights, [state.get(f"{p}.bias") for p in self.layers])
+        return lambda inputs, blocked=None: run_oracle(mha, inputs, blocked, self.per_head)

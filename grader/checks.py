@@ -135,7 +135,8 @@ def close(
     The message names the element that breaks the tolerance the most (the largest ratio of
     its difference to the difference allowed there), not the largest absolute difference.
     """
-    actual = tensor(actual, what, expected.shape)
+    actual = tensor(actual, what, expected.shape).detach()
+    expected = expected.detach()  # a reference may come out of an autograd graph
     finite(actual, what)
     finite(expected, f"{what}, the value compared against")
     tol = tolerance(actual.dtype, expected.dtype, rtol=rtol, atol=atol)

@@ -7,7 +7,8 @@ Most tests use d_in != d_out (5 -> 12), H = 3 heads of width 4, B = 2, T = 7 and
 context_length = 10, so head layout, scaling and mask-slicing bugs show; one test has B == H.
 """
 
-from __future__ import annotations
+import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -15,11 +16,10 @@ import torch.nn.functional as F
 from grader import checks
 from grader.checks import Failed
 from grader.exercise import Exercise
-from grader.exercises._builtins import ATTENTION
 from grader.exercises import _attention as att
-from grader.exercises.mha_causal import support as s
-from grader.exercises.mha_causal.support import CTX, D_IN, D_OUT, HD, QKV, SPLIT, B, H, T
-from grader.integrity import require_clean_source, require_no_builtin_module, require_nothing_seen
+from grader.exercises import _shared as lib
+from grader.exercises._attention import F32, F64
+from grader.exercises._builtins import ATTENTION, FORBIDDEN
 
 exercise = Exercise(
     id="mha_causal",
@@ -37,375 +37,177 @@ exercise = Exercise(
     ],
     defines=("CausalAttention", "MultiHeadAttentionWrapper", "MultiHeadAttention"),
     watch=ATTENTION,
-    forbidden=(
-        "scaled_dot_product_attention",
-        "MultiheadAttention",
-        "multi_head_attention_forward",
-        "_native_multi_head_attention",
-    ),
+    forbidden=FORBIDDEN,
 )
 
+# B, H, T, head_dim all differ and d_in != d_out; T < CTX, so the mask must be cut to T x T.
+D_IN, D_OUT, H, B, T, CTX = 5, 12, 3, 2, 7, 10
+HD = D_OUT // H
+QKV = ("W_query", "W_key", "W_value")
+WRAPPER_NAME = "MultiHeadAttentionWrapper"
+
+
+def table(rows: str) -> torch.Tensor:
+    """A tensor from rows of numbers, the rows separated by ";"."""
+    return torch.tensor([[float(v) for v in row.split()] for row in rows.split(";")])
+
+
 # The seed's walkthrough: torch.manual_seed(123), then the module, on these six tokens.
-SEED_INPUTS = torch.tensor(
-    [
-        [0.43, 0.15, 0.89],
-        [0.55, 0.87, 0.66],
-        [0.57, 0.85, 0.64],
-        [0.22, 0.58, 0.33],
-        [0.77, 0.25, 0.10],
-        [0.05, 0.80, 0.55],
-    ]
+SEED_INPUTS = table(
+    "0.43 0.15 0.89; 0.55 0.87 0.66; 0.57 0.85 0.64; 0.22 0.58 0.33; 0.77 0.25 0.10; 0.05 0.80 0.55"
 )
-SEED_WRAPPER = torch.tensor(
-    [
-        [-0.4519, 0.2216, 0.4772, 0.1063],
-        [-0.5874, 0.0058, 0.5891, 0.3257],
-        [-0.6300, -0.0632, 0.6202, 0.3860],
-        [-0.5675, -0.0843, 0.5478, 0.3589],
-        [-0.5526, -0.0981, 0.5321, 0.3428],
-        [-0.5299, -0.1081, 0.5077, 0.3493],
-    ]
+SEED_WRAPPER = table(
+    "-0.4519 0.2216 0.4772 0.1063; -0.5874 0.0058 0.5891 0.3257; -0.6300 -0.0632 0.6202 0.3860;"
+    "-0.5675 -0.0843 0.5478 0.3589; -0.5526 -0.0981 0.5321 0.3428; -0.5299 -0.1081 0.5077 0.3493"
 )
-SEED_SPLIT = torch.tensor(
-    [
-        [0.3190, 0.4858],
-        [0.2943, 0.3897],
-        [0.2856, 0.3593],
-        [0.2693, 0.3873],
-        [0.2639, 0.3928],
-        [0.2575, 0.4028],
-    ]
+SEED_SPLIT = table(
+    "0.3190 0.4858; 0.2943 0.3897; 0.2856 0.3593; 0.2693 0.3873; 0.2639 0.3928; 0.2575 0.4028"
 )
-GPT2 = {"d_in": 768, "d_out": 768, "heads": 12, "dropout": 0.1, "bias": True, "ctx": 1024}
 GPT2_PARAMETERS = 4 * (768 * 768 + 768)  # W_query, W_key, W_value, out_proj: 2,362,368
 
 
-# -- 1. shapes -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Causal(att.Adapter):
+    """One of the three classes, built as the walkthrough builds it (the wrapper from heads
+    of width E / H); forward(x) -> y, its causal mask a buffer, so `allow` is not passed."""
 
+    ctx: int = CTX
+    torch_oracle: bool = False  # d_in == d_out: parity with nn.MultiheadAttention itself
 
-@exercise.check("shapes", hidden=False)
-def causal_attention_shapes(kernel):
-    """CausalAttention(5, 12): [2, 7, 5] -> [2, 7, 12] with context_length 10 > T."""
-    s.output(
-        s.causal_attention(kernel),
-        att.randn(B, T, D_IN, seed=1),
-        "CausalAttention output",
-        (B, T, D_OUT),
-    )
+    @property
+    def width(self) -> int:
+        """The width of one projection: a head's for the wrapper, else E."""
+        return self.E // self.H if self.owner == WRAPPER_NAME else self.E
 
-
-@exercise.check("shapes", hidden=False)
-def wrapper_shapes(kernel):
-    """MultiHeadAttentionWrapper(5, 4, heads=3): [2, 7, 5] -> [2, 7, 3 * 4]."""
-    s.output(s.wrapper(kernel), att.randn(B, T, D_IN, seed=1), "wrapper output", (B, T, H * HD))
-
-
-@exercise.check("shapes", hidden=False)
-def split_shapes(kernel):
-    """MultiHeadAttention(5, 12, heads=3): [2, 7, 5] -> [2, 7, 12]."""
-    s.output(
-        s.split(kernel), att.randn(B, T, D_IN, seed=1), "MultiHeadAttention output", (B, T, D_OUT)
-    )
-
-
-@exercise.check("shapes")
-def full_context_and_single_token(kernel):
-    """T == context_length and T == 1 (batch of one) for all three classes."""
-    modules = [
-        ("CausalAttention", s.causal_attention(kernel), D_OUT),
-        ("wrapper", s.wrapper(kernel), H * HD),
-        ("MultiHeadAttention", s.split(kernel), D_OUT),
-    ]
-    for name, module, width in modules:
-        for batch, length in ((B, CTX), (1, 1)):
-            x = att.randn(batch, length, D_IN, seed=length)
-            s.output(module, x, f"{name} output for T={length}", (batch, length, width))
-
-
-@exercise.check("shapes")
-def causal_attention_layout(kernel):
-    """CausalAttention's state_dict: W_query/W_key/W_value [d_out, d_in] (biases only with
-    qkv_bias) and the mask buffer [context_length, context_length]."""
-    for bias in (True, False):
-        module = s.causal_attention(kernel, bias=bias)
-        s.output(module, att.randn(B, T, D_IN, seed=1), "CausalAttention output")
-        expected = {**s.projections(QKV, D_IN, D_OUT, bias), "mask": (CTX, CTX)}
-        s.layout(module.state_dict(), expected, f"CausalAttention(qkv_bias={bias})")
-
-
-@exercise.check("shapes")
-def wrapper_layout(kernel):
-    """The wrapper holds num_heads distinct CausalAttention modules in `heads`, with biases
-    when qkv_bias=True."""
-    module = s.wrapper(kernel)
-    s.output(module, att.randn(B, T, D_IN, seed=1), "wrapper output")
-    expected = s.projections(s.head_layers(), D_IN, HD, True)
-    expected.update({f"heads.{h}.mask": (CTX, CTX) for h in range(H)})
-    s.layout(module.state_dict(), expected, "MultiHeadAttentionWrapper(qkv_bias=True)")
-    heads = [
-        name for name, kind in kernel.modules(module) if kind.split(".")[-1] == "CausalAttention"
-    ]
-    if heads != [f"heads.{h}" for h in range(H)]:
-        raise Failed(
-            f"MultiHeadAttentionWrapper holds {len(heads)} distinct CausalAttention module(s) "
-            f"({', '.join(heads) or 'none'}), want {H}: heads.0 .. heads.{H - 1}, each with its own weights"
+    def build(self, kernel, dropout=None, bias=True, seed=0):
+        dropout = self.dropout if dropout is None else dropout
+        heads = () if self.owner == "CausalAttention" else (self.H,)
+        module = kernel.new(
+            self.owner, self.d_in, self.width, self.ctx, dropout, *heads, qkv_bias=bias, seed=seed
         )
+        if dropout:  # with dropout 0 train and eval mode agree: skip the round trip
+            module.eval()
+        return module
+
+    def request(self, module, inputs, allow=None, weights=True):
+        return module, inputs[:1], {}
+
+    def oracle(self, module, dtype, bias=True):
+        """Randomise the biases; the independent reference for these weights, always causal
+        (a wrapper's: one single-head reference per head, concatenated), or where
+        `torch_oracle`, nn.MultiheadAttention itself."""
+        if self.torch_oracle:
+            return super().oracle(module, dtype, bias)
+        state = self.randomise(module, dtype, bias)
+        if self.owner != WRAPPER_NAME:
+            return lambda inputs, blocked=None: (reference(inputs[0], state, self.H), None)
+        heads = [f"heads.{h}." for h in range(self.H)]
+
+        def concatenated(inputs, blocked=None):
+            return torch.cat([reference(inputs[0], state, 1, h) for h in heads], dim=-1), None
+
+        return concatenated
 
 
-@exercise.check("shapes")
-def split_layout(kernel):
-    """MultiHeadAttention's state_dict: W_query/W_key/W_value (no bias with qkv_bias=False),
-    out_proj with a bias, and the mask buffer."""
-    module = s.split(kernel, bias=False)
-    s.output(module, att.randn(B, T, D_IN, seed=1), "MultiHeadAttention output")
-    expected = {**s.projections(QKV, D_IN, D_OUT, False, out="out_proj"), "mask": (CTX, CTX)}
-    s.layout(module.state_dict(), expected, "MultiHeadAttention(qkv_bias=False)")
+ONE = Causal(D_OUT, 1, B, T, T, d_in=D_IN, owner="CausalAttention", returns_weights=False)
+ONE = ONE.replace(output="CausalAttention output", layers=QKV)
+HEADS = tuple(f"heads.{h}.{name}" for h in range(H) for name in QKV)
+WRAPPER = ONE.replace(H=H, owner=WRAPPER_NAME, output="wrapper output", layers=HEADS)
+SPLIT = ONE.replace(H=H, owner="MultiHeadAttention", output="MultiHeadAttention output")
+SPLIT = SPLIT.replace(layers=(*QKV, "out_proj"))
+GPT2 = SPLIT.replace(E=768, H=12, B=1, T=16, S=16, d_in=768, ctx=1024, dropout=0.1)
+GPT2 = GPT2.replace(output="GPT-2-size output")
 
 
-# -- 2. normalization -------------------------------------------------------------------
+def linear(state: dict, layer: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """A layer's (weight, bias) from a state_dict."""
+    return state[f"{layer}.weight"], state.get(f"{layer}.bias")
+
+
+def identity(width: int) -> dict[str, torch.Tensor]:
+    """Tensors that make out_proj the identity."""
+    return {"out_proj.weight": torch.eye(width), "out_proj.bias": torch.zeros(width)}
+
+
+def reference(x: torch.Tensor, state: dict, heads: int = 1, prefix: str = "") -> torch.Tensor:
+    """Causal multi-head self-attention written independently of the candidate's layout: one
+    head at a time on channel slices, no view/transpose; then out_proj, where there is one."""
+    queries, keys, values = (F.linear(x, *linear(state, prefix + n)) for n in QKV)
+    width, allow = queries.shape[-1] // heads, att.causal_allow(x.shape[1])
+    outputs = []
+    for h in range(heads):
+        part = slice(h * width, (h + 1) * width)
+        scores = queries[..., part] @ keys[..., part].transpose(-1, -2) / math.sqrt(width)
+        weights = torch.softmax(scores.masked_fill(~allow, float("-inf")), dim=-1)
+        outputs.append(weights @ values[..., part])
+    y = torch.cat(outputs, dim=-1)
+    return F.linear(y, *linear(state, "out_proj")) if "out_proj.weight" in state else y
+
+
+def linear_shapes(layers, d_in: int, d_out: int, bias: bool, out: bool = False) -> dict:
+    """Expected state_dict shapes of nn.Linear(d_in, d_out) layers (and an out_proj)."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for layer in layers:
+        shapes[f"{layer}.weight"] = (d_out, d_in)
+        if bias:
+            shapes[f"{layer}.bias"] = (d_out,)
+    if out:
+        shapes.update({"out_proj.weight": (d_out, d_out), "out_proj.bias": (d_out,)})
+    return shapes
+
+
+def layout(state, expected: dict[str, tuple[int, ...]], owner: str) -> dict[str, torch.Tensor]:
+    """The state_dict must hold exactly the expected names (the mask buffer among them), with
+    the expected shapes."""
+    att.require(state, list(expected), owner)
+    extra = sorted(set(state) - set(expected))
+    if extra:
+        raise Failed(f"{owner}.state_dict() has unexpected entries: {', '.join(extra[:4])}")
+    for name, shape in expected.items():
+        if tuple(state[name].shape) != tuple(shape):
+            raise Failed(f"{owner}: {name} has shape {tuple(state[name].shape)}, want {shape}")
+    return state
+
 
 VALUE = 0.7  # every value vector is VALUE * ones: weights that sum to 1 reproduce it
 
 
-@exercise.check("normalization")
-def causal_attention_weights_sum_to_one(kernel):
-    """With every value vector equal to c (W_value = 0, bias c), CausalAttention gives c."""
-    module = s.causal_attention(kernel)
-    s.load(module, "CausalAttention", s.constant_values("W_value", D_IN, D_OUT, VALUE))
-    y = s.output(module, att.randn(B, T, D_IN, seed=1), "CausalAttention output", (B, T, D_OUT))
-    checks.same(
-        y,
-        torch.full_like(y, VALUE),
-        f"CausalAttention y when every value is {VALUE} (weights must sum to 1)",
-    )
+def constant_values(kernel, A: Causal, x: torch.Tensor | None = None, what: str = "") -> None:
+    """With W_value = 0 and bias VALUE (out_proj the identity), the output is VALUE."""
+    module, tensors = A.build(kernel), {}
+    for layer in (n for n in A.layers if n.endswith("W_value")):
+        tensors[f"{layer}.weight"] = torch.zeros(A.width, A.d_in)
+        tensors[f"{layer}.bias"] = torch.full((A.width,), VALUE)
+    if "out_proj" in A.layers:
+        tensors.update(identity(A.E))
+    att.load(module, A.owner, tensors)
+    y, _ = A.forward(module, A.inputs() if x is None else (x,))
+    what = what or f"when every value is {VALUE} (weights must sum to 1)"
+    checks.same(y, torch.full_like(y, VALUE), f"{A.output} {what}")
 
 
-@exercise.check("normalization")
-def wrapper_weights_sum_to_one(kernel):
-    """With every head's values equal to c, the wrapper gives c everywhere."""
-    module = s.wrapper(kernel)
-    tensors = {}
-    for h in range(H):
-        tensors.update(s.constant_values(f"heads.{h}.W_value", D_IN, HD, VALUE))
-    s.load(module, "MultiHeadAttentionWrapper", tensors)
-    y = s.output(module, att.randn(B, T, D_IN, seed=1), "wrapper output", (B, T, H * HD))
-    checks.same(
-        y,
-        torch.full_like(y, VALUE),
-        f"wrapper y when every value is {VALUE} (weights must sum to 1)",
-    )
-
-
-def split_with_constant_values(kernel):
-    module = s.split(kernel)
-    tensors = {**s.constant_values("W_value", D_IN, D_OUT, VALUE), **s.identity("out_proj", D_OUT)}
-    s.load(module, "MultiHeadAttention", tensors)
-    return module
-
-
-@exercise.check("normalization")
-def split_weights_sum_to_one(kernel):
-    """With every value equal to c and out_proj the identity, MultiHeadAttention gives c."""
-    module = split_with_constant_values(kernel)
-    y = s.output(module, att.randn(B, T, D_IN, seed=1), "MultiHeadAttention output", (B, T, D_OUT))
-    checks.same(
-        y,
-        torch.full_like(y, VALUE),
-        f"MultiHeadAttention y when every value is {VALUE} (weights must sum to 1)",
-    )
-
-
-@exercise.check("normalization")
-def large_inputs_stay_normalised(kernel):
-    """Inputs of magnitude ~1e3 (scores ~1e5) still give weights that sum to 1: a stable softmax."""
-    x = att.randn(B, T, D_IN, seed=5, scale=1e3)
-    module = split_with_constant_values(kernel)
-    y = s.output(module, x, "MultiHeadAttention output", (B, T, D_OUT))
-    checks.same(
-        y,
-        torch.full_like(y, VALUE),
-        "MultiHeadAttention y for large inputs, every value 0.7",
-    )
-    module = s.causal_attention(kernel)
-    s.load(module, "CausalAttention", s.constant_values("W_value", D_IN, D_OUT, VALUE))
-    y = s.output(module, x, "CausalAttention output", (B, T, D_OUT))
-    checks.same(
-        y,
-        torch.full_like(y, VALUE),
-        "CausalAttention y for large inputs, every value 0.7",
-    )
-
-
-# -- 3. causal --------------------------------------------------------------------------
-
-
-@exercise.check("causal", points=2, hidden=False)
-def split_future_tokens_do_not_change_the_past(kernel):
-    """MultiHeadAttention: y[:, t] does not change when tokens after t change (T = 7 and
-    T = context_length)."""
-    module = s.split(kernel)
-    s.after_changing_later_tokens(module, att.randn(B, T, D_IN, seed=1), 3, "MultiHeadAttention")
-    s.after_changing_later_tokens(module, att.randn(B, CTX, D_IN, seed=2), 6, "MultiHeadAttention")
-
-
-@exercise.check("causal", points=2)
-def causal_attention_future_tokens_do_not_change_the_past(kernel):
-    """CausalAttention: y[:, t] does not change when tokens after t change."""
-    module = s.causal_attention(kernel)
-    s.after_changing_later_tokens(module, att.randn(B, T, D_IN, seed=1), 3, "CausalAttention")
-    s.after_changing_later_tokens(module, att.randn(B, T, D_IN, seed=3), 0, "CausalAttention")
-
-
-@exercise.check("causal", points=2)
-def wrapper_future_tokens_do_not_change_the_past(kernel):
-    """MultiHeadAttentionWrapper: y[:, t] does not change when tokens after t change."""
-    module = s.wrapper(kernel)
-    s.after_changing_later_tokens(module, att.randn(B, T, D_IN, seed=1), 3, "wrapper")
-
-
-@exercise.check("causal", points=2)
-def first_token_sees_only_itself(kernel):
-    """The first query sees only the first key: CausalAttention's y[:, 0] is exactly the first
-    value vector, and the multi-head modules give the first token what they give it alone."""
-    x = att.randn(B, T, D_IN, seed=1)
-    module = s.causal_attention(kernel)
-    layers = s.with_random_biases(module, "CausalAttention", QKV, dtype=torch.float32)
-    y = s.output(module, x, "CausalAttention output", (B, T, D_OUT))
-    v0 = F.linear(x[:, 0], *layers["W_value"])
-    checks.close(y[:, 0], v0, "CausalAttention y[:, 0] vs the first value vector")
-    for name, module in (("wrapper", s.wrapper(kernel)), ("MultiHeadAttention", s.split(kernel))):
-        y = s.output(module, x, f"{name} output", (B, T, D_OUT))
-        alone = s.output(module, x[:, :1], f"{name} output", (B, 1, D_OUT))
-        checks.same(y[:, :1], alone, f"{name} y[:, 0] vs its output for the first token alone")
-
-
-@exercise.check("causal", points=2)
-def samples_do_not_mix_when_batch_equals_heads(kernel):
-    """With B == H == 3, each sample's output is what it gets alone."""
-    module = s.split(kernel)
-    x = att.randn(H, T, D_IN, seed=4)
-    together = s.output(module, x, "MultiHeadAttention output", (H, T, D_OUT))
-    for b in range(H):
-        alone = s.output(module, x[b : b + 1], "MultiHeadAttention output", (1, T, D_OUT))
-        checks.same(together[b : b + 1], alone, f"sample {b} in a batch of {H} vs alone")
-
-
-# -- 4. finite --------------------------------------------------------------------------
-
-
-def all_three(kernel):
-    return [
-        ("CausalAttention", s.causal_attention(kernel)),
-        ("wrapper", s.wrapper(kernel)),
-        ("MultiHeadAttention", s.split(kernel)),
-    ]
-
-
-@exercise.check("finite", hidden=False)
-def zero_input_is_finite(kernel):
-    """An all-zero input gives finite outputs in all three classes."""
-    for name, module in all_three(kernel):
-        checks.finite(
-            s.output(module, torch.zeros(B, T, D_IN), f"{name} output"), f"{name} y for zero input"
-        )
-
-
-@exercise.check("finite")
-def large_input_is_finite(kernel):
-    """Inputs of magnitude ~1e4 give finite outputs in all three classes."""
-    x = att.randn(B, T, D_IN, seed=6, scale=1e4)
-    for name, module in all_three(kernel):
-        checks.finite(s.output(module, x, f"{name} output"), f"{name} y for large inputs")
-
-
-# -- 5. parity (float64, random biases) -------------------------------------------------
-
-
-@exercise.check("parity", points=2)
-def causal_attention_matches_reference(kernel):
-    """CausalAttention equals an independent float64 reference (scale 1 / sqrt(d_out))."""
-    module = s.causal_attention(kernel)
-    layers = s.with_random_biases(module, "CausalAttention", QKV)
-    x = att.randn(B, T, D_IN, seed=11, dtype=torch.float64)
-    y = s.output(module, x, "CausalAttention output", (B, T, D_OUT))
-    checks.close(y, s.reference(x, *(layers[n] for n in QKV)), "CausalAttention vs reference")
-
-
-@exercise.check("parity", points=2)
-def wrapper_matches_reference(kernel):
-    """Each wrapper head equals the float64 reference with that head's weights."""
-    module = s.wrapper(kernel)
-    layers = s.with_random_biases(module, "MultiHeadAttentionWrapper", s.head_layers())
-    x = att.randn(B, T, D_IN, seed=11, dtype=torch.float64)
-    y = s.output(module, x, "wrapper output", (B, T, H * HD))
-    want = torch.cat(
-        [s.reference(x, *(layers[f"heads.{h}.{n}"] for n in QKV)) for h in range(H)], dim=-1
-    )
-    checks.close(y, want, "wrapper vs reference (heads concatenated in order)")
-
-
-def split_parity(kernel, dtype=torch.float64, d_in=D_IN) -> None:
-    """MultiHeadAttention vs the reference in `dtype`, at assert_close's default tolerance."""
-    module = s.split(kernel, d_in=d_in)
-    layers = s.with_random_biases(module, "MultiHeadAttention", SPLIT, dtype=dtype)
-    x = att.randn(B, T, d_in, seed=12, dtype=dtype)
-    y = s.output(module, x, "MultiHeadAttention output", (B, T, D_OUT))
-    want = s.reference(x, *(layers[n] for n in QKV), heads=H, out=layers["out_proj"])
-    checks.close(y, want, f"MultiHeadAttention vs reference ({str(dtype)[6:]})")
-
-
-@exercise.check("parity", points=2)
-def split_matches_reference(kernel):
-    """MultiHeadAttention (d_in=5, d_out=12, 3 heads) equals the float64 reference."""
-    split_parity(kernel)
-
-
-@exercise.check("parity", points=2)
-def split_matches_nn_multihead_attention(kernel):
-    """With d_in == d_out, MultiHeadAttention equals nn.MultiheadAttention under a causal mask."""
-    module = s.split(kernel, d_in=D_OUT)
-    layers = s.with_random_biases(module, "MultiHeadAttention", SPLIT)
-    x = att.randn(B, T, D_OUT, seed=13, dtype=torch.float64)
-    y = s.output(module, x, "MultiHeadAttention output", (B, T, D_OUT))
-    oracle = att.oracle(D_OUT, H, *(layers[n] for n in SPLIT))
-    want, _ = att.run_oracle(oracle, x, x, x, blocked=~att.causal_allow(T))
-    checks.close(y, want, "MultiHeadAttention vs nn.MultiheadAttention (causal)")
-
-
-@exercise.check("parity", points=2)
-def wrapper_equals_split_weights(kernel):
-    """The split version with the wrapper's weights stacked head by head (and out_proj the
-    identity) gives the wrapper's output."""
-    stacked = s.wrapper(kernel)
-    heads = s.with_random_biases(stacked, "MultiHeadAttentionWrapper", s.head_layers())
-    tensors = {n: t.double() for n, t in s.identity("out_proj", D_OUT).items()}
-    for n in QKV:
-        tensors[f"{n}.weight"] = torch.cat([heads[f"heads.{h}.{n}"][0] for h in range(H)])
-        tensors[f"{n}.bias"] = torch.cat([heads[f"heads.{h}.{n}"][1] for h in range(H)])
-    module = s.split(kernel)
-    module.to(torch.float64)
-    s.load(module, "MultiHeadAttention", tensors)
-    x = att.randn(B, T, D_IN, seed=14, dtype=torch.float64)
-    want = s.output(stacked, x, "wrapper output", (B, T, D_OUT))
-    y = s.output(module, x, "MultiHeadAttention output", (B, T, D_OUT))
-    checks.close(
-        y,
-        want,
-        "MultiHeadAttention (out_proj = identity) vs the wrapper with the same weights",
-    )
-
-
-@exercise.check("parity")
-def split_parity_in_float32(kernel):
-    """MultiHeadAttention in float32 against the reference at assert_close's default
-    tolerance (rtol 1.3e-6, atol 1e-5)."""
-    split_parity(kernel, dtype=torch.float32)
+def all_or_nothing(y0: torch.Tensor, v0: torch.Tensor, keep: float, what: str) -> None:
+    """Row by row, the first query's output (one visible key, weight 1) is either 0 (weight
+    dropped) or v0 / keep (weight kept and rescaled), at the dtype's default tolerance:
+    dropout acted on the attention weight. NaN or inf anywhere fails."""
+    checks.finite(y0, what)
+    scaled = v0 / keep
+    tol = checks.tolerance(y0.dtype, v0.dtype)
+    for row in range(y0.shape[0]):
+        dropped = checks.tolerance_ratio(y0[row], torch.zeros_like(scaled[row]), tol)
+        kept = checks.tolerance_ratio(y0[row], scaled[row], tol)
+        if min(float(dropped.max()), float(kept.max())) > 1:
+            off = min(float(y0[row].abs().max()), float((y0[row] - scaled[row]).abs().max()))
+            raise Failed(
+                f"{what}: row {row} is neither 0 nor v[0] / {keep:g} (off by {off:.3g}); "
+                "dropout must drop whole attention weights, not output entries"
+            )
 
 
 def walkthrough(kernel, class_name: str, want: torch.Tensor) -> None:
     batch = torch.stack((SEED_INPUTS, SEED_INPUTS))
     module = kernel.new(class_name, 3, 2, 6, 0.0, num_heads=2, seed=123)
-    y = s.output(module, batch, f"{class_name} output", (2, 6, want.shape[1]))
+    y = checks.tensor(module(batch), f"{class_name} output", (2, 6, want.shape[1]))
     checks.close(
         y,
         want.expand(2, -1, -1),
@@ -415,118 +217,263 @@ def walkthrough(kernel, class_name: str, want: torch.Tensor) -> None:
     )
 
 
+@exercise.check("shapes", hidden=False)
+def causal_attention_shapes(kernel):
+    """CausalAttention(5, 12): [2, 7, 5] -> [2, 7, 12] with context_length 10 > T."""
+    lib.shapes(kernel, ONE)
+
+
+@exercise.check("shapes", hidden=False)
+def wrapper_shapes(kernel):
+    """MultiHeadAttentionWrapper(5, 4, heads=3): [2, 7, 5] -> [2, 7, 3 * 4]."""
+    lib.shapes(kernel, WRAPPER)
+
+
+@exercise.check("shapes", hidden=False)
+def split_shapes(kernel):
+    """MultiHeadAttention(5, 12, heads=3): [2, 7, 5] -> [2, 7, 12]."""
+    lib.shapes(kernel, SPLIT)
+
+
+@exercise.check("shapes")
+def full_context_and_single_token(kernel):
+    """T == context_length and T == 1 (batch of one) for all three classes."""
+    for A in (ONE, WRAPPER, SPLIT):
+        module = A.build(kernel)
+        for batch, length in ((B, CTX), (1, 1)):
+            A.forward(module, A.inputs(batch, length, seed=length))
+
+
+@exercise.check("shapes")
+def causal_attention_layout(kernel):
+    """CausalAttention's state_dict: W_query/W_key/W_value (biased with qkv_bias) and mask."""
+    for bias in (True, False):
+        module = ONE.build(kernel, bias=bias)
+        ONE.forward(module, ONE.inputs())
+        expected = {**linear_shapes(QKV, D_IN, D_OUT, bias), "mask": (CTX, CTX)}
+        layout(module.state_dict(), expected, f"CausalAttention(qkv_bias={bias})")
+
+
+@exercise.check("shapes")
+def wrapper_layout(kernel):
+    """The wrapper holds num_heads distinct CausalAttention modules in `heads`, with biases."""
+    module = WRAPPER.build(kernel)
+    WRAPPER.forward(module, WRAPPER.inputs())
+    expected = linear_shapes(HEADS, D_IN, HD, True)
+    expected.update({f"heads.{h}.mask": (CTX, CTX) for h in range(H)})
+    layout(module.state_dict(), expected, "MultiHeadAttentionWrapper(qkv_bias=True)")
+    modules = kernel.modules(module)
+    heads = [name for name, kind in modules if kind.split(".")[-1] == "CausalAttention"]
+    if heads != [f"heads.{h}" for h in range(H)]:
+        raise Failed(
+            f"MultiHeadAttentionWrapper holds {len(heads)} distinct CausalAttention module(s) "
+            f"({', '.join(heads) or 'none'}), want {H}: heads.0 .. heads.{H - 1}, each with its own weights"
+        )
+
+
+@exercise.check("shapes")
+def split_layout(kernel):
+    """MultiHeadAttention(qkv_bias=False)'s state_dict: unbiased W_*, biased out_proj, mask."""
+    module = SPLIT.build(kernel, bias=False)
+    SPLIT.forward(module, SPLIT.inputs())
+    expected = {**linear_shapes(QKV, D_IN, D_OUT, False, out=True), "mask": (CTX, CTX)}
+    layout(module.state_dict(), expected, "MultiHeadAttention(qkv_bias=False)")
+
+
+@exercise.check("normalization")
+def causal_attention_weights_sum_to_one(kernel):
+    """With every value vector equal to c (W_value = 0, bias c), CausalAttention gives c."""
+    constant_values(kernel, ONE)
+
+
+@exercise.check("normalization")
+def wrapper_weights_sum_to_one(kernel):
+    """With every head's values equal to c, the wrapper gives c everywhere."""
+    constant_values(kernel, WRAPPER)
+
+
+@exercise.check("normalization")
+def split_weights_sum_to_one(kernel):
+    """With every value equal to c and out_proj the identity, MultiHeadAttention gives c."""
+    constant_values(kernel, SPLIT)
+
+
+@exercise.check("normalization")
+def large_inputs_stay_normalised(kernel):
+    """Inputs of magnitude ~1e3 (scores ~1e5) still give weights that sum to 1: a stable softmax."""
+    x = att.randn(B, T, D_IN, seed=5, scale=1e3)
+    for A in (SPLIT, ONE):
+        constant_values(kernel, A, x, f"for large inputs, every value {VALUE}")
+
+
+@exercise.check("causal", points=2, hidden=False)
+def split_future_tokens_do_not_change_the_past(kernel):
+    """MultiHeadAttention: y[:, t] ignores tokens after t (T = 7 and T = context_length)."""
+    module = SPLIT.build(kernel)
+    lib.later_tokens(SPLIT, module, att.randn(B, T, D_IN, seed=1), 3)
+    lib.later_tokens(SPLIT, module, att.randn(B, CTX, D_IN, seed=2), 6)
+
+
+@exercise.check("causal", points=2)
+def causal_attention_future_tokens_do_not_change_the_past(kernel):
+    """CausalAttention: y[:, t] does not change when tokens after t change."""
+    module = ONE.build(kernel)
+    lib.later_tokens(ONE, module, att.randn(B, T, D_IN, seed=1), 3)
+    lib.later_tokens(ONE, module, att.randn(B, T, D_IN, seed=3), 0)
+
+
+@exercise.check("causal", points=2)
+def wrapper_future_tokens_do_not_change_the_past(kernel):
+    """MultiHeadAttentionWrapper: y[:, t] does not change when tokens after t change."""
+    lib.later_tokens(WRAPPER, WRAPPER.build(kernel), att.randn(B, T, D_IN, seed=1), 3)
+
+
+@exercise.check("causal", points=2)
+def first_token_sees_only_itself(kernel):
+    """The first query sees only the first key: it gets its value, or what it gets alone."""
+    x, module = att.randn(B, T, D_IN, seed=1), ONE.build(kernel)
+    state = ONE.randomise(module, F32)
+    y, _ = ONE.forward(module, (x,))
+    v0 = F.linear(x[:, 0], *linear(state, "W_value"))
+    checks.close(y[:, 0], v0, "CausalAttention y[:, 0] vs the first value vector")
+    for A in (WRAPPER, SPLIT):
+        module = A.build(kernel)
+        y, _ = A.forward(module, (x,))
+        alone, _ = A.forward(module, (x[:, :1],))
+        checks.same(y[:, :1], alone, f"{A.output}[:, 0] vs its output for the first token alone")
+
+
+@exercise.check("causal", points=2)
+def samples_do_not_mix_when_batch_equals_heads(kernel):
+    """With B == H == 3, each sample's output is what it gets alone."""
+    module, x = SPLIT.build(kernel), att.randn(H, T, D_IN, seed=4)
+    together, _ = SPLIT.forward(module, (x,))
+    for b in range(H):
+        alone, _ = SPLIT.forward(module, (x[b : b + 1],))
+        checks.same(together[b : b + 1], alone, f"sample {b} in a batch of {H} vs alone")
+
+
+@exercise.check("finite", hidden=False)
+def zero_input_is_finite(kernel):
+    """An all-zero input gives finite outputs in all three classes."""
+    lib.zero_input_is_finite(kernel, ONE, WRAPPER, SPLIT)
+
+
+@exercise.check("finite")
+def large_input_is_finite(kernel):
+    """Inputs of magnitude ~1e4 give finite outputs in all three classes."""
+    lib.large_input_is_finite(kernel, ONE, WRAPPER, SPLIT)
+
+
+@exercise.check("parity", points=2)
+def causal_attention_matches_reference(kernel):
+    """CausalAttention equals an independent float64 reference (scale 1 / sqrt(d_out))."""
+    lib.parity(kernel, ONE)
+
+
+@exercise.check("parity", points=2)
+def wrapper_matches_reference(kernel):
+    """Each wrapper head equals the float64 reference with that head's weights."""
+    lib.parity(kernel, WRAPPER)
+
+
+@exercise.check("parity", points=2)
+def split_matches_reference(kernel):
+    """MultiHeadAttention (d_in=5, d_out=12, 3 heads) equals the float64 reference."""
+    lib.parity(kernel, SPLIT)
+
+
+@exercise.check("parity", points=2)
+def split_matches_nn_multihead_attention(kernel):
+    """With d_in == d_out, MultiHeadAttention equals nn.MultiheadAttention under a causal mask."""
+    lib.parity(kernel, SPLIT.replace(d_in=D_OUT, torch_oracle=True), att.causal_allow(T))
+
+
+@exercise.check("parity", points=2)
+def wrapper_equals_split_weights(kernel):
+    """The split version with the wrapper's weights stacked head by head gives its output."""
+    stacked = WRAPPER.build(kernel)
+    heads = WRAPPER.randomise(stacked, F64)
+    tensors = {n: t.double() for n, t in identity(D_OUT).items()}
+    for n in (f"{layer}.{kind}" for layer in QKV for kind in ("weight", "bias")):
+        tensors[n] = torch.cat([heads[f"heads.{h}.{n}"] for h in range(H)])
+    module = SPLIT.build(kernel)
+    module.to(F64)
+    att.load(module, "MultiHeadAttention", tensors)
+    x = att.randn(B, T, D_IN, seed=14, dtype=F64)
+    want, _ = WRAPPER.forward(stacked, (x,))
+    y, _ = SPLIT.forward(module, (x,))
+    what = "MultiHeadAttention (out_proj = identity) vs the wrapper with the same weights"
+    checks.close(y, want, what)
+
+
+@exercise.check("parity")
+def split_parity_in_float32(kernel):
+    """MultiHeadAttention in float32 against the reference at assert_close's tolerance."""
+    lib.parity(kernel, SPLIT, dtype=F32)
+
+
 @exercise.check("parity", hidden=False)
 def walkthrough_numbers_wrapper(kernel):
-    """torch.manual_seed(123), MultiHeadAttentionWrapper(3, 2, 6, 0.0, 2) on the six tokens
-    of the walkthrough prints its numbers."""
+    """torch.manual_seed(123), MultiHeadAttentionWrapper(3, 2, 6, 0.0, 2) prints its numbers."""
     walkthrough(kernel, "MultiHeadAttentionWrapper", SEED_WRAPPER)
 
 
 @exercise.check("parity", hidden=False)
 def walkthrough_numbers_split(kernel):
-    """torch.manual_seed(123), MultiHeadAttention(3, 2, 6, 0.0, 2) prints [0.3190, 0.4858]
-    first and [0.2575, 0.4028] last."""
+    """torch.manual_seed(123), MultiHeadAttention(3, 2, 6, 0.0, 2): first row [0.3190, 0.4858]."""
     walkthrough(kernel, "MultiHeadAttention", SEED_SPLIT)
-
-
-# -- 6. training ------------------------------------------------------------------------
 
 
 @exercise.check("training", points=2)
 def gradients_reach_every_parameter_and_the_input(kernel):
-    """Backprop reaches every projection of MultiHeadAttention and of each wrapper head, and
-    the input; the mask is a buffer, not a parameter."""
-    x, r = att.randn(B, T, D_IN, seed=1), att.randn(B, T, D_OUT, seed=2)
-    for owner, module, layers in (
-        ("MultiHeadAttention", s.split(kernel), SPLIT),
-        ("MultiHeadAttentionWrapper", s.wrapper(kernel), s.head_layers()),
-    ):
-        module.train()
-        grads = kernel.grad(module, (x,), {}, wrt=[0], cotangent=r)
-        names = [f"{layer}.{kind}" for layer in layers for kind in ("weight", "bias")]
-        s.grads_reach(grads, names, owner, (B, T, D_IN))
+    """Backprop reaches every projection (the mask is a buffer) and the input."""
+    for A in (SPLIT, WRAPPER):
+        lib.gradients_reach(kernel, A, exact=True)
 
 
 @exercise.check("training", points=2)
 def input_gradient_matches_reference(kernel):
     """d(sum(y * r))/dx of MultiHeadAttention matches the float64 reference's."""
-    module = s.split(kernel)
-    layers = s.with_random_biases(module, "MultiHeadAttention", SPLIT)
-    x = att.randn(B, T, D_IN, seed=1, dtype=torch.float64)
-    r = att.randn(B, T, D_OUT, seed=2, dtype=torch.float64)
-    grads = kernel.grad(module, (x,), {}, wrt=[0], cotangent=r)
-    xr = x.clone().requires_grad_(True)
-    (
-        s.reference(xr, *(layers[n] for n in QKV), heads=H, out=layers["out_proj"]) * r
-    ).sum().backward()
-    got = checks.tensor(grads["inputs"][0], "input gradient", (B, T, D_IN))
-    checks.close(got, xr.grad, "MultiHeadAttention input gradient vs reference")
+    lib.input_gradients_match_oracle(kernel, SPLIT)
 
 
 @exercise.check("training", points=2)
 def eval_mode_ignores_dropout(kernel):
     """With dropout 0.5 in eval mode, outputs are deterministic and equal dropout 0's."""
-    x = att.randn(B, T, D_IN, seed=1)
-    for name, build in (("MultiHeadAttention", s.split), ("CausalAttention", s.causal_attention)):
-        plain = s.output(build(kernel), x, f"{name} output")
-        noisy = build(kernel, dropout=0.5)
-        first = s.seeded(noisy, x, f"{name}.forward", seed=1)
-        second = s.seeded(noisy, x, f"{name}.forward", seed=2)
-        checks.same(first, plain, f"{name} eval-mode y with dropout 0.5 vs dropout 0")
-        checks.same(second, first, f"two eval-mode {name} calls with dropout 0.5")
+    lib.eval_mode_ignores_dropout(kernel, SPLIT, ONE)
 
 
 @exercise.check("training")
 def train_mode_applies_dropout(kernel):
     """With dropout 0.5 in train mode, the output is finite and differs from eval mode."""
-    x = att.randn(B, T, D_IN, seed=1)
-    for name, build in (("MultiHeadAttention", s.split), ("CausalAttention", s.causal_attention)):
-        module = build(kernel, dropout=0.5)
-        y_eval = s.output(module, x, f"{name} output")
-        module.train()
-        y_train = s.seeded(module, x, f"{name}.forward", seed=3)
-        checks.finite(y_train, f"{name} train-mode y with dropout 0.5")
-        checks.differ(y_train, y_eval, f"{name} train-mode y with dropout 0.5 vs eval mode")
+    lib.train_mode_applies_dropout(kernel, SPLIT, ONE)
 
 
 @exercise.check("training", points=2)
 def dropout_acts_on_attention_weights(kernel):
-    """In train mode the first query (one key, weight 1) outputs 0 or v[0] / (1 - p), whole
-    heads at a time: dropout drops attention weights, not output entries."""
+    """In train mode dropout drops whole attention weights (first query: 0 or v[0] / (1 - p))."""
     x = att.randn(8, T, D_IN, seed=3)
-    module = s.causal_attention(kernel, dropout=0.5)
-    layers = s.with_random_biases(module, "CausalAttention", QKV, dtype=torch.float32)
-    module.train()
-    y = s.seeded(module, x, "CausalAttention.forward", seed=4)
-    checks.tensor(y, "CausalAttention output", (8, T, D_OUT))
-    checks.finite(y, "CausalAttention train-mode y with dropout 0.5")
-    v0 = F.linear(x[:, 0], *layers["W_value"])
-    s.all_or_nothing(y[:, 0], v0, 0.5, "CausalAttention y[:, 0] in train mode, dropout 0.5")
-    module = s.split(kernel, dropout=0.5)
-    layers = s.with_random_biases(module, "MultiHeadAttention", QKV, dtype=torch.float32)
-    s.load(module, "MultiHeadAttention", s.identity("out_proj", D_OUT))
-    module.train()
-    y = s.seeded(module, x, "MultiHeadAttention.forward", seed=4)
-    checks.tensor(y, "MultiHeadAttention output", (8, T, D_OUT))
-    checks.finite(y, "MultiHeadAttention train-mode y with dropout 0.5")
-    v0 = F.linear(x[:, 0], *layers["W_value"])
-    s.all_or_nothing(
-        y[:, 0].reshape(8 * H, HD), v0.reshape(8 * H, HD), 0.5,
-        "MultiHeadAttention y[:, 0] per head (out_proj = identity) in train mode, dropout 0.5",
-    )  # fmt: skip
-
-
-# -- 7. gpt-2 size ----------------------------------------------------------------------
+    for A in (ONE, SPLIT):
+        module = A.build(kernel, dropout=0.5)
+        state = A.randomise(module, F32)
+        if A is SPLIT:
+            att.load(module, A.owner, identity(D_OUT))
+        module.train()
+        y, _ = A.forward(module, (x,), seed=4)
+        checks.finite(y, f"train-mode {A.output} with dropout 0.5")
+        v0 = F.linear(x[:, 0], *linear(state, "W_value"))
+        what = f"{A.output}[:, 0] per head (out_proj = identity) in train mode, dropout 0.5"
+        all_or_nothing(y[:, 0].reshape(8 * A.H, -1), v0.reshape(8 * A.H, -1), 0.5, what)
 
 
 @exercise.check("gpt-2 size", points=2, hidden=False)
 def gpt2_parameter_count(kernel):
-    """MultiHeadAttention(768, 768, 1024, 0.1, 12, qkv_bias=True) runs on [1, 16, 768] and
-    holds 2,362,368 parameters plus a [1024, 1024] mask."""
-    module = s.split(kernel, **GPT2)
-    s.output(module, att.randn(1, 16, 768, seed=1), "GPT-2-size output", (1, 16, 768))
-    expected = {**s.projections(QKV, 768, 768, True, out="out_proj"), "mask": (1024, 1024)}
-    state = s.layout(module.state_dict(), expected, "GPT-2-size MultiHeadAttention")
+    """GPT-2 size (768, 768, 1024, 0.1, 12): 2,362,368 parameters plus a [1024, 1024] mask."""
+    module = GPT2.build(kernel)
+    GPT2.forward(module, GPT2.inputs())
+    expected = {**linear_shapes(QKV, 768, 768, True, out=True), "mask": (1024, 1024)}
+    state = layout(module.state_dict(), expected, "GPT-2-size MultiHeadAttention")
     count = sum(t.numel() for name, t in state.items() if name != "mask")
     if count != GPT2_PARAMETERS:
         raise Failed(f"GPT-2-size attention has {count} parameters, want {GPT2_PARAMETERS}")
@@ -535,31 +482,21 @@ def gpt2_parameter_count(kernel):
 @exercise.check("gpt-2 size", points=2)
 def gpt2_is_causal_and_ignores_dropout_in_eval(kernel):
     """The GPT-2-size module in eval mode on 16 tokens: causal, finite, deterministic."""
-    module = s.split(kernel, **GPT2)
-    x = att.randn(1, 16, 768, seed=2)
-    y1 = s.output(module, x, "GPT-2-size output", (1, 16, 768))
+    module, x = GPT2.build(kernel), att.randn(1, 16, 768, seed=2)
+    y1, _ = GPT2.forward(module, (x,))
     checks.finite(y1, "GPT-2-size y")
-    again = s.seeded(module, x, "MultiHeadAttention.forward", seed=5)
+    again, _ = GPT2.forward(module, (x,), seed=5)
     checks.same(again, y1, "two eval-mode GPT-2-size calls (dropout 0.1 must be off)")
-    s.after_changing_later_tokens(module, x, 7, "GPT-2-size MultiHeadAttention")
-
-
-# -- 8. from scratch --------------------------------------------------------------------
+    lib.later_tokens(GPT2, module, x, 7)
 
 
 @exercise.check("from scratch", points=2)
 def no_builtin_attention_in_source(kernel):
     """The notebook's code does not name torch's attention built-ins."""
-    for _, module in all_three(kernel):
-        s.output(module, att.randn(B, T, D_IN, seed=1), "output")
-    require_clean_source(kernel.sources, exercise.forbidden, exercise.watch)
+    lib.no_builtin_attention_in_source(kernel, exercise, ONE, WRAPPER, SPLIT)
 
 
 @exercise.check("from scratch", points=2)
 def no_builtin_attention_at_run_time(kernel):
-    """No attention built-in is called while the suite runs, and no nn.MultiheadAttention
-    sits inside any of the three modules."""
-    for name, module in all_three(kernel):
-        s.output(module, att.randn(B, T, D_IN, seed=1), f"{name} output")
-        require_no_builtin_module(kernel.modules(module), name, exercise.watch)
-    require_nothing_seen(kernel.seen)
+    """No attention built-in runs during the suite, and none of the three holds one."""
+    lib.no_builtin_attention_at_run_time(kernel, exercise, ONE, WRAPPER, SPLIT)

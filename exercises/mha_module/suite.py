@@ -3,11 +3,9 @@ Xavier-uniform initialization and per-head weights, and its twin EfficientMultiH
 with a fused qkv_proj. Masks are 1/True = attend, [B, 1, 1, Lk] or [B, 1, Lq, Lk]; a fully
 masked query row gets zero weights.
 
-Sizes are chosen so that bugs show (see `support`): B, H, Lq, Lk and d_k all differ, and the
-masked tests that must broadcast over heads use B == H.
+Sizes are chosen so that bugs show: B, H, Lq, Lk and d_k all differ, and the masked tests
+that must broadcast over heads use B == H.
 """
-
-from __future__ import annotations
 
 import math
 
@@ -16,34 +14,10 @@ import torch
 from grader import checks
 from grader.checks import Failed
 from grader.exercise import Exercise
-from grader.exercises._builtins import ATTENTION
 from grader.exercises import _attention as att
-from grader.exercises.mha_module.support import (
-    DK,
-    LK,
-    LQ,
-    UNFUSED,
-    B,
-    E,
-    H,
-    all_gradients,
-    build,
-    build_fused,
-    exactly_zero,
-    forward,
-    forward_fused,
-    fused_oracle,
-    inputs,
-    numel,
-    padding,
-    per_head_oracle,
-    random_allow,
-    random_biases,
-    seeded_forward,
-    unfused_oracle,
-    zero_fraction,
-)
-from grader.integrity import require_clean_source, require_no_builtin_module, require_nothing_seen
+from grader.exercises import _shared as lib
+from grader.exercises._attention import F32, F64
+from grader.exercises._builtins import ATTENTION, FORBIDDEN
 
 exercise = Exercise(
     id="mha_module",
@@ -62,106 +36,140 @@ exercise = Exercise(
     ],
     defines=("MultiHeadAttention", "EfficientMultiHeadAttention"),
     watch=ATTENTION,
-    forbidden=(
-        "scaled_dot_product_attention",
-        "MultiheadAttention",
-        "multi_head_attention_forward",
-        "_native_multi_head_attention",
-    ),
+    forbidden=FORBIDDEN,
 )
 
+# B, H, Lq, Lk and d_k all differ, and H >= 2, so layout and broadcasting bugs show.
+E, H, B, LQ, LK = 12, 3, 2, 5, 7
+UNFUSED = ("W_Q", "W_K", "W_V", "W_O")
 
-# -- 1. shapes ---------------------------------------------------------------------------
+
+class Module(att.Adapter):
+    """Either module: built as Module(d_model, num_heads, dropout=...[, bias=...]), in eval
+    mode; forward(query, key, value, mask=...) or fused forward(x, mask=...) -> (output,
+    per-head weights), or (output, None) with return_attention=False."""
+
+    def build(self, kernel, dropout=None, bias=True, seed=0):
+        dropout = self.dropout if dropout is None else dropout
+        options = {"bias": bias} if self.owner == "MultiHeadAttention" else {}
+        module = kernel.new(self.owner, self.E, self.H, dropout=dropout, seed=seed, **options)
+        module.eval()
+        return module
+
+    def request(self, module, inputs, allow=None, weights=True):
+        args = att.qkv(inputs) if len(self.args) == 3 else inputs
+        return module, args, {"mask": allow, **({} if weights else {"return_attention": False})}
+
+
+A = Module(E, H, B, LQ, LK, args=("query", "key", "value"), layers=UNFUSED)
+A = A.replace(heads_api=("_split_heads", "_combine_heads"))
+FUSED = Module(
+    E, H, B, LQ, LQ, owner="EfficientMultiHeadAttention", layers=("qkv_proj", "out_proj")
+)
+FUSED = FUSED.replace(output="fused output", prefix="fused ")
+
+
+def numel(state: dict) -> int:
+    """How many numbers a state_dict holds."""
+    return sum(t.numel() for t in state.values() if isinstance(t, torch.Tensor))
+
+
+def zero_fraction(t: torch.Tensor, what: str, low: float = 0.25, high: float = 0.75) -> None:
+    """`t` is finite and the fraction of its entries that are exactly 0 lies in [low, high]."""
+    checks.finite(t, what)
+    frac = float((t == 0).double().mean())
+    if not low <= frac <= high:
+        raise Failed(f"{what}: {frac:.0%} of entries are exactly 0, want {low:.0%} to {high:.0%}")
+
+
+def dropped(kernel, A: Module, seed: int, parts: tuple[str, ...]) -> None:
+    """With dropout 0.5 in train mode: finite, and about half the entries of each of `parts`
+    (output, weights) exactly 0."""
+    module = A.build(kernel, dropout=0.5)
+    module.train()
+    y, w = A.forward(module, A.inputs(), seed=seed)
+    for name, t in (("output", y), ("weights", w)):
+        what = f"train-mode {A.prefix}{name} with dropout=0.5"
+        if name in parts:
+            zero_fraction(t, what)
+        else:
+            checks.finite(t, what)
 
 
 @exercise.check("shapes", hidden=False)
 def self_attention_shapes(kernel):
     """Self-attention: output [B, L, E], per-head weights [B, H, L, L]."""
-    forward(build(kernel), inputs(cross=False)[0])
+    lib.shapes(kernel, A, cross=False)
 
 
 @exercise.check("shapes", hidden=False)
 def cross_attention_shapes(kernel):
     """Cross-attention with Lk != Lq: output [B, Lq, E], weights [B, H, Lq, Lk]."""
-    forward(build(kernel), *inputs())
+    lib.shapes(kernel, A)
 
 
 @exercise.check("shapes")
 def no_weights_unless_asked(kernel):
     """return_attention=False returns (output, None)."""
-    q, k, v = inputs()
-    y, w = checks.pair(build(kernel)(q, k, v, return_attention=False), "forward(...)")
-    checks.tensor(y, "output", (B, LQ, E))
-    checks.is_none(w, "weights with return_attention=False")
+    lib.no_weights_unless_asked(kernel, A)
 
 
 @exercise.check("shapes")
 def single_query_batch_of_one(kernel):
     """B = 1 and Lq = 1 attending to 3 keys."""
-    forward(build(kernel), att.randn(1, 1, E, seed=3), att.randn(1, 3, E, seed=4))
+    lib.shapes(kernel, A, batch=1, t=1, s=3, seed=3)
 
 
 @exercise.check("shapes", hidden=False)
 def fused_shapes(kernel):
     """EfficientMultiHeadAttention(x): output [B, L, E], weights [B, H, L, L]."""
-    forward_fused(build_fused(kernel), inputs(cross=False)[0])
-
-
-# -- 2. initialization -------------------------------------------------------------------
+    lib.shapes(kernel, FUSED)
 
 
 @exercise.check("initialization", hidden=False)
 def parameter_count(kernel):
     """4E^2 + 4E numbers with bias, 4E^2 without; the fused module also has 4E^2 + 4E."""
-    for bias, want in ((True, 4 * E * E + 4 * E), (False, 4 * E * E)):
-        got = numel(build(kernel, bias=bias).state_dict())
+    for M, bias, want in (
+        (A, True, 4 * E * E + 4 * E),
+        (A, False, 4 * E * E),
+        (FUSED, True, 4 * E * E + 4 * E),
+    ):
+        got = numel(M.build(kernel, bias=bias).state_dict())
         if got != want:
-            raise Failed(f"MultiHeadAttention(bias={bias}) holds {got} numbers, want {want}")
-    got = numel(build_fused(kernel).state_dict())
-    if got != 4 * E * E + 4 * E:
-        raise Failed(f"EfficientMultiHeadAttention holds {got} numbers, want {4 * E * E + 4 * E}")
+            raise Failed(f"{M.owner}(bias={bias}) holds {got} numbers, want {want}")
 
 
 @exercise.check("initialization")
 def projections_are_linear_layers(kernel):
     """W_Q, W_K, W_V, W_O are nn.Linear(E, E); qkv_proj is E -> 3E and out_proj E -> E."""
-    for owner, module, layers in (
-        ("MultiHeadAttention", build(kernel), {p: E for p in UNFUSED}),
-        ("EfficientMultiHeadAttention", build_fused(kernel), {"qkv_proj": 3 * E, "out_proj": E}),
-    ):
+    for M, rows in ((A, (E,) * 4), (FUSED, (3 * E, E))):
+        module = M.build(kernel)
         kinds = dict(kernel.modules(module))
-        names = [f"{p}.{kind}" for p in layers for kind in ("weight", "bias")]
-        state = att.require(module.state_dict(), names, owner)
-        for layer, rows in layers.items():
+        names = [f"{p}.{kind}" for p in M.layers for kind in ("weight", "bias")]
+        state = att.require(module.state_dict(), names, M.owner)
+        for layer, n in zip(M.layers, rows, strict=True):
             if not kinds.get(layer, "").endswith("Linear"):
-                raise Failed(f"{owner}.{layer} is {kinds.get(layer, 'missing')}, want nn.Linear")
-            checks.tensor(state[f"{layer}.weight"], f"{owner}.{layer}.weight", (rows, E))
-            checks.tensor(state[f"{layer}.bias"], f"{owner}.{layer}.bias", (rows,))
+                raise Failed(f"{M.owner}.{layer} is {kinds.get(layer, 'missing')}, want nn.Linear")
+            checks.tensor(state[f"{layer}.weight"], f"{M.owner}.{layer}.weight", (n, E))
+            checks.tensor(state[f"{layer}.bias"], f"{M.owner}.{layer}.bias", (n,))
 
 
 @exercise.check("initialization", points=2)
 def xavier_uniform_weights(kernel):
-    """With E = 64, each projection's weights fill [-b, b], b = sqrt(6 / (fan_in + fan_out)),
-    like a uniform draw (max |w| near b, std near b / sqrt(3)), and differ between projections."""
+    """With E = 64, each projection is Xavier-uniform (bound, std) and differs from the others."""
     d_model = 64
     bound = math.sqrt(6 / (d_model + d_model))
-    mha = build(kernel, d_model=d_model, heads=4)
+    mha = A.replace(E=d_model, H=4).build(kernel)
     names = [f"{p}.weight" for p in UNFUSED]
     state = att.require(mha.state_dict(), names, "MultiHeadAttention")
     for name in names:
         w = checks.tensor(state[name], name, (d_model, d_model)).double()
-        top, std = float(w.abs().max()), float(w.std())
-        if top > bound * (1 + 1e-6):
+        top, std, want = float(w.abs().max()), float(w.std()), bound / math.sqrt(3)
+        if not 0.9 * bound <= top <= bound * (1 + 1e-6):
             raise Failed(
-                f"{name}: max |w| {top:.4g}, want <= the Xavier-uniform bound "
+                f"{name}: max |w| {top:.4g}, want 0.9 to 1 times the Xavier-uniform bound "
                 f"sqrt(6/(fan_in+fan_out)) = {bound:.4g}"
             )
-        if top < 0.9 * bound:
-            raise Failed(
-                f"{name}: max |w| {top:.4g}, want close to the Xavier-uniform bound {bound:.4g} "
-                f"(>= {0.9 * bound:.4g}): not Xavier-uniform"
-            )
-        want = bound / math.sqrt(3)
         if not 0.85 * want <= std <= 1.15 * want:
             raise Failed(f"{name}: std {std:.4g}, want about {want:.4g} (uniform on ±{bound:.4g})")
     for i, a in enumerate(names):
@@ -174,205 +182,116 @@ def xavier_uniform_weights(kernel):
 def biases_start_at_zero(kernel):
     """A fresh module's four biases are exactly zero."""
     names = [f"{p}.bias" for p in UNFUSED]
-    state = att.require(build(kernel).state_dict(), names, "MultiHeadAttention")
+    state = att.require(A.build(kernel).state_dict(), names, "MultiHeadAttention")
     for name in names:
-        exactly_zero(checks.tensor(state[name], name, (E,)), f"fresh {name}")
-
-
-# -- 3. normalization --------------------------------------------------------------------
+        att.exactly_zero(checks.tensor(state[name], name, (E,)), f"fresh {name}")
 
 
 @exercise.check("normalization", hidden=False)
 def weights_are_probabilities(kernel):
     """Self-attention weights are non-negative and sum to 1 over the keys, in every head."""
-    _, w = forward(build(kernel), inputs(cross=False)[0])
-    checks.rows_sum_to_one(w, "self-attention weights")
+    lib.weights_are_probabilities(kernel, A)
 
 
 @exercise.check("normalization")
 def cross_weights_are_probabilities(kernel):
     """Cross-attention weights sum to 1 over the Lk keys."""
-    _, w = forward(build(kernel), *inputs())
-    checks.rows_sum_to_one(w, "cross-attention weights")
+    lib.cross_weights_are_probabilities(kernel, A)
 
 
 @exercise.check("normalization")
 def large_inputs_stay_normalised(kernel):
     """Inputs of magnitude ~1e3 (logits ~1e5) still give probabilities: a stable softmax."""
-    q, k, v = (t * 1e3 for t in inputs(seed=5))
-    _, w = forward(build(kernel), q, k, v)
-    checks.rows_sum_to_one(w, "weights for large inputs")
+    lib.large_inputs_stay_normalised(kernel, A, cross=True)
 
 
 @exercise.check("normalization")
 def fused_weights_are_probabilities(kernel):
     """The fused module's weights sum to 1, for ordinary and for large (~1e3) inputs."""
-    module = build_fused(kernel)
-    x = inputs(cross=False)[0]
-    checks.rows_sum_to_one(forward_fused(module, x)[1], "fused weights")
-    checks.rows_sum_to_one(forward_fused(module, x * 1e3)[1], "fused weights for large inputs")
-
-
-# -- 4. masking --------------------------------------------------------------------------
+    lib.probabilities(kernel, FUSED, "weights")
+    lib.large_inputs_stay_normalised(kernel, FUSED)
 
 
 @exercise.check("masking", points=2)
 def padded_keys_get_no_weight(kernel):
     """A [B, 1, 1, Lk] bool padding mask: padded keys get ~0 weight in every head."""
-    keep = padding([LK - 2, LK - 3])
-    _, w = forward(build(kernel), *inputs(), mask=keep)
-    checks.small(w.masked_select(~keep.expand(B, H, LQ, LK)), "weights on padded keys", 1e-6)
-    checks.rows_sum_to_one(w, "weights with padding")
+    lib.padded_keys_get_no_weight(kernel, A, [LK - 2, LK - 3])
 
 
 @exercise.check("masking", points=2)
 def padded_key_values_do_not_matter(kernel):
     """With a float 0/1 padding mask, changing the padded keys and values leaves the output."""
-    mha = build(kernel)
-    keep = padding([LK - 2, LK - 4])
-    q, kv, _ = inputs()
-    noise = att.randn(B, LK, E, seed=3, scale=10.0) * (~keep[:, 0, 0])[..., None]
-    y1, _ = forward(mha, q, kv, kv, mask=keep.float())
-    y2, _ = forward(mha, q, kv + noise, kv + noise, mask=keep.float())
-    checks.same(y2, y1, "output after changing padded keys and values")
+    lib.padded_key_values_do_not_matter(kernel, A, [LK - 2, LK - 4], F32)
 
 
 @exercise.check("masking", points=2, hidden=False)
 def causal_mask_blocks_future_keys(kernel):
     """A float causal mask tril(ones) of shape [1, 1, L, L]: future keys get ~0 weight."""
-    allow = att.causal_allow(LQ)
-    _, w = forward(build(kernel), inputs(cross=False)[0], mask=allow.float()[None, None])
-    checks.small(w.masked_select(~allow.expand(B, H, LQ, LQ)), "weights on future keys", 1e-6)
-    checks.rows_sum_to_one(w, "weights with a causal mask")
+    lib.future_keys_get_no_weight(kernel, A, att.causal_allow(LQ).float()[None, None])
 
 
 @exercise.check("masking", points=2)
 def future_tokens_do_not_change_the_past(kernel):
     """With a [B, 1, L, L] bool causal mask, output[:, t] ignores tokens after t."""
-    mha = build(kernel)
-    t = 2
-    x = inputs(cross=False)[0]
-    later = x.clone()
-    later[:, t + 1 :] += att.randn(B, LQ - t - 1, E, seed=9, scale=3.0)
-    causal = att.causal_allow(LQ).expand(B, 1, LQ, LQ)
-    y1, _ = forward(mha, x, mask=causal)
-    y2, _ = forward(mha, later, mask=causal)
-    checks.same(
-        y2[:, : t + 1],
-        y1[:, : t + 1],
-        f"output[:, :{t + 1}] after changing tokens after t={t}",
+    lib.future_tokens_do_not_change_the_past(
+        kernel, A, allow=att.causal_allow(LQ).expand(B, 1, LQ, LQ)
     )
-    checks.differ(y2[:, t + 1 :], y1[:, t + 1 :], "output after t (must react to its own tokens)")
 
 
 @exercise.check("masking", points=2)
 def per_sample_masks_broadcast_over_heads(kernel):
     """[B, 1, Lq, Lk] and [B, 1, 1, Lk] masks, different per sample, with B == H."""
-    batch = H
-    mha = build(kernel)
-    q, k, v = inputs(batch=batch)
-    allow = random_allow(batch, LQ, LK, seed=5)
-    _, w = forward(mha, q, k, v, mask=allow)
-    checks.small(
-        w.masked_select(~allow.expand(batch, H, LQ, LK)),
-        "weights on masked keys ([B, 1, Lq, Lk] mask)",
-        1e-6,
-    )
-    keep = padding([LK, LK - 2, LK - 4])
-    _, w = forward(mha, q, k, v, mask=keep)
-    checks.small(
-        w.masked_select(~keep.expand(batch, H, LQ, LK)),
-        "weights on padded keys ([B, 1, 1, Lk] mask)",
-        1e-6,
+    allow = att.random_allow(H, 1, LQ, LK, seed=5, open=5)
+    lib.obeys(kernel, A, allow, "masked keys ([B, 1, Lq, Lk] mask)")
+    lib.obeys(
+        kernel, A, att.padding_allow([LK, LK - 2, LK - 4], LK), "padded keys ([B, 1, 1, Lk] mask)"
     )
 
 
 @exercise.check("masking", points=2)
 def mask_dtypes_agree(kernel):
     """The same mask as bool, float 0/1 and int64 0/1 gives the same output and weights."""
-    mha = build(kernel)
-    q, k, v = inputs()
-    allow = random_allow(B, LQ, LK, seed=6)
-    y, w = forward(mha, q, k, v, mask=allow)
-    for dtype in (torch.float32, torch.int64):
-        name = str(dtype).replace("torch.", "")
-        y2, w2 = forward(mha, q, k, v, mask=allow.to(dtype))
-        checks.same(y2, y, f"output with a {name} 0/1 mask vs the bool mask")
-        checks.same(w2, w, f"weights with a {name} 0/1 mask vs the bool mask")
+    allow = att.random_allow(B, 1, LQ, LK, seed=6, open=6)
+    lib.mask_dtypes_agree(kernel, A, allow, (F32, torch.int64))
 
 
 @exercise.check("masking", points=2)
 def fused_masked_keys_get_no_weight(kernel):
     """The fused module under a per-sample [B, 1, L, L] mask with B == H."""
-    batch = H
-    allow = random_allow(batch, LQ, LQ, seed=7)
-    _, w = forward_fused(build_fused(kernel), inputs(batch=batch, cross=False)[0], mask=allow)
-    checks.small(
-        w.masked_select(~allow.expand(batch, H, LQ, LQ)), "fused weights on masked keys", 1e-6
-    )
-    checks.rows_sum_to_one(w, "fused weights with a mask")
+    lib.obeys(kernel, FUSED, att.random_allow(H, 1, LQ, LQ, seed=7, open=2), "masked keys")
 
 
 @exercise.check("masking", points=2)
 def fused_future_tokens_do_not_change_the_past(kernel):
     """The fused module with a [1, 1, L, L] causal mask: output[:, t] ignores tokens after t."""
-    module = build_fused(kernel)
-    t = 1
-    x = inputs(cross=False)[0]
-    later = x.clone()
-    later[:, t + 1 :] += att.randn(B, LQ - t - 1, E, seed=9, scale=3.0)
-    causal = att.causal_allow(LQ)[None, None]
-    y1, _ = forward_fused(module, x, mask=causal)
-    y2, _ = forward_fused(module, later, mask=causal)
-    checks.same(
-        y2[:, : t + 1],
-        y1[:, : t + 1],
-        f"fused output[:, :{t + 1}] after changing tokens after t={t}",
-    )
-    checks.differ(y2[:, t + 1 :], y1[:, t + 1 :], "fused output after t")
-
-
-# -- 5. finite ---------------------------------------------------------------------------
+    lib.future_tokens_do_not_change_the_past(kernel, FUSED, t=1)
 
 
 @exercise.check("finite")
 def zero_input_is_finite(kernel):
     """An all-zero input gives finite output and weights."""
-    y, w = forward(build(kernel), torch.zeros(B, LQ, E))
-    checks.finite(y, "output for zero input")
-    checks.finite(w, "weights for zero input")
+    lib.zero_input_is_finite(kernel, A)
 
 
 @exercise.check("finite")
 def large_input_is_finite(kernel):
     """Inputs of magnitude ~1e4 give a finite output."""
-    q, k, v = (t * 1e4 for t in inputs(seed=6))
-    y, _ = forward(build(kernel), q, k, v)
-    checks.finite(y, "output for large inputs")
+    lib.large_input_is_finite(kernel, A)
 
 
 @exercise.check("finite", points=2, hidden=False)
 def fully_masked_row_gets_zero_weights(kernel):
-    """A query whose keys are all masked gets exactly zero weights in every head; the output
-    stays finite and the other rows still sum to 1."""
-    allow = random_allow(B, LQ, LK, seed=8)
+    """A fully masked query gets exactly zero weights; the output stays finite."""
+    allow = att.random_allow(B, 1, LQ, LK, seed=8, open=1)
     allow[1, 0, 2] = False
     allow[0, 0, 4] = False
-    y, w = forward(build(kernel), *inputs(), mask=allow)
-    checks.finite(y, "output with fully masked rows")
-    exactly_zero(w[1, :, 2], "weights of the fully masked row (sample 1, query 2)")
-    exactly_zero(w[0, :, 4], "weights of the fully masked row (sample 0, query 4)")
-    checks.rows_sum_to_one(w[:, :, :2], "weights of the rows that are not fully masked")
+    lib.fully_blocked_rows(kernel, A, allow, exact=True)
 
 
 @exercise.check("finite", points=2)
 def fully_padded_sample_gets_zero_weights(kernel):
     """A float [B, 1, 1, Lk] mask of all zeros for one sample: that sample's weights are all 0."""
-    keep = padding([LK - 2, 0]).float()
-    y, w = forward(build(kernel), *inputs(), mask=keep)
-    checks.finite(y, "output with a fully padded sample")
-    exactly_zero(w[1], "weights of the fully padded sample 1")
-    checks.rows_sum_to_one(w[0], "weights of sample 0")
+    lib.fully_padded_sample(kernel, A, att.padding_allow([LK - 2, 0], LK).float(), exact=True)
 
 
 @exercise.check("finite", points=2)
@@ -380,189 +299,120 @@ def fused_fully_masked_row_gets_zero_weights(kernel):
     """The fused module gives a fully masked query row zero weights and a finite output."""
     allow = att.causal_allow(LQ).expand(B, 1, LQ, LQ).clone()
     allow[0, 0, 3] = False
-    y, w = forward_fused(build_fused(kernel), inputs(cross=False)[0], mask=allow)
-    checks.finite(y, "fused output with a fully masked row")
-    exactly_zero(w[0, :, 3], "fused weights of the fully masked row (sample 0, query 3)")
-
-
-# -- 6. parity with torch.nn.MultiheadAttention (float64, per-head weights) ---------------
-
-
-def parity(kernel, *, cross=True, mask=None, batch=B, bias=True, dtype=torch.float64):
-    """Output and per-head weights vs nn.MultiheadAttention in `dtype`, at assert_close's
-    default tolerance."""
-    mha = build(kernel, bias=bias)
-    ref = unfused_oracle(mha, dtype, bias)
-    q, k, v = inputs(batch=batch, cross=cross, dtype=dtype, seed=11)
-    y, w = forward(mha, q, k, v, mask=mask)
-    with torch.no_grad():
-        y_ref, w_ref = per_head_oracle(ref, q, k, v, mask)
-    checks.close(y, y_ref, "output vs nn.MultiheadAttention")
-    checks.close(w, w_ref, "per-head weights vs nn.MultiheadAttention")
+    lib.fully_blocked_rows(kernel, FUSED, allow, exact=True)
 
 
 @exercise.check("parity", points=2)
 def parity_in_self_attention(kernel):
     """Same output and per-head weights as nn.MultiheadAttention with the same (biased) weights."""
-    parity(kernel, cross=False)
+    lib.parity(kernel, A, cross=False)
 
 
 @exercise.check("parity", points=2)
 def parity_in_cross_attention(kernel):
     """Parity with three different inputs for query, key and value."""
-    parity(kernel)
+    lib.parity(kernel, A)
 
 
 @exercise.check("parity", points=2)
 def parity_with_padding_mask(kernel):
     """Parity under a [B, 1, 1, Lk] bool padding mask."""
-    parity(kernel, mask=padding([LK - 1, LK - 4]))
+    lib.parity(kernel, A, att.padding_allow([LK - 1, LK - 4], LK))
 
 
 @exercise.check("parity", points=2)
 def parity_with_causal_mask(kernel):
     """Parity in self-attention under a float [1, 1, L, L] causal mask."""
-    parity(kernel, cross=False, mask=att.causal_allow(LQ).double()[None, None])
+    lib.parity(kernel, A, att.causal_allow(LQ).double()[None, None], cross=False)
 
 
 @exercise.check("parity", points=2)
 def parity_with_per_sample_mask(kernel):
     """Parity under an int64 [B, 1, Lq, Lk] mask, different per sample, with B == H."""
-    parity(kernel, batch=H, mask=random_allow(H, LQ, LK, seed=9).long())
+    lib.parity(kernel, A, att.random_allow(H, 1, LQ, LK, seed=9, open=2).long())
 
 
 @exercise.check("parity")
 def parity_without_bias(kernel):
     """Parity for MultiHeadAttention(bias=False)."""
-    parity(kernel, bias=False, mask=padding([LK, LK - 3]))
+    lib.parity(kernel, A, att.padding_allow([LK, LK - 3], LK), bias=False)
 
 
 @exercise.check("parity")
 def parity_in_float32(kernel):
     """Parity in float32 at assert_close's default tolerance (rtol 1.3e-6, atol 1e-5)."""
-    parity(kernel, mask=padding([LK - 2, LK]), dtype=torch.float32)
-
-
-# -- 7. fused ----------------------------------------------------------------------------
+    lib.parity(kernel, A, att.padding_allow([LK - 2, LK], LK), dtype=F32)
 
 
 @exercise.check("fused", points=2)
 def fused_matches_unfused(kernel):
-    """qkv_proj = cat(W_Q, W_K, W_V) and out_proj = W_O (random biases) make the fused module
-    compute what MultiHeadAttention(x, x, x) computes, in float64 under a padding mask."""
-    mha = build(kernel)
-    state = random_biases(mha, torch.float64)
-    mapped = {
-        f"qkv_proj.{kind}": torch.cat([state[f"{p}.{kind}"] for p in UNFUSED[:3]])
-        for kind in ("weight", "bias")
-    }
-    mapped.update({f"out_proj.{kind}": state[f"W_O.{kind}"] for kind in ("weight", "bias")})
-    module = build_fused(kernel, seed=1)
-    att.require(module.state_dict(), list(mapped), "EfficientMultiHeadAttention")
-    module.to(torch.float64)
-    module.load_state_dict(mapped, strict=False)
-    x = inputs(cross=False, dtype=torch.float64, seed=11)[0]
-    keep = padding([LQ - 1, LQ - 3], LQ).double()
-    y_f, w_f = forward_fused(module, x, mask=keep)
-    y_u, w_u = forward(mha, x, mask=keep)
+    """With qkv_proj = cat(W_Q, W_K, W_V) and out_proj = W_O, the fused module matches."""
+    mha = A.build(kernel)
+    state = A.randomise(mha, F64)
+    mapped = {f"out_proj.{kind}": state[f"W_O.{kind}"] for kind in ("weight", "bias")}
+    for kind in ("weight", "bias"):
+        mapped[f"qkv_proj.{kind}"] = torch.cat([state[f"{p}.{kind}"] for p in UNFUSED[:3]])
+    module = FUSED.build(kernel, seed=1)
+    att.require(module.state_dict(), list(mapped), FUSED.owner)
+    module.to(F64)
+    att.load(module, FUSED.owner, mapped)
+    x, keep = A.inputs(cross=False, seed=11, dtype=F64), att.padding_allow([LQ - 1, LQ - 3], LQ)
+    y_f, w_f = FUSED.forward(module, x, keep.double())
+    y_u, w_u = A.forward(mha, x, keep.double())
     checks.close(y_f, y_u, "fused output vs MultiHeadAttention with the same weights")
     checks.close(w_f, w_u, "fused weights vs MultiHeadAttention with the same weights")
-
-
-def fused_parity(kernel, *, mask=None, batch=B, dtype=torch.float64):
-    """Fused output and per-head weights vs nn.MultiheadAttention in `dtype`, at
-    assert_close's default tolerance."""
-    module = build_fused(kernel)
-    ref = fused_oracle(module, dtype)
-    x = inputs(batch=batch, cross=False, dtype=dtype, seed=13)[0]
-    y, w = forward_fused(module, x, mask=mask)
-    with torch.no_grad():
-        y_ref, w_ref = per_head_oracle(ref, x, x, x, mask)
-    checks.close(y, y_ref, "fused output vs nn.MultiheadAttention")
-    checks.close(w, w_ref, "fused per-head weights vs nn.MultiheadAttention")
 
 
 @exercise.check("fused", points=2)
 def fused_parity_without_mask(kernel):
     """The fused module matches nn.MultiheadAttention whose in_proj is its qkv_proj."""
-    fused_parity(kernel)
+    lib.parity(kernel, FUSED)
 
 
 @exercise.check("fused", points=2)
 def fused_parity_with_causal_mask(kernel):
     """Fused parity under a bool [1, 1, L, L] causal mask."""
-    fused_parity(kernel, mask=att.causal_allow(LQ)[None, None])
+    lib.parity(kernel, FUSED, att.causal_allow(LQ)[None, None])
 
 
 @exercise.check("fused", points=2)
 def fused_parity_with_per_sample_mask(kernel):
     """Fused parity under a float [B, 1, L, L] mask, different per sample, with B == H."""
-    fused_parity(kernel, batch=H, mask=random_allow(H, LQ, LQ, seed=10).double())
+    lib.parity(kernel, FUSED, att.random_allow(H, 1, LQ, LQ, seed=10).double())
 
 
 @exercise.check("fused")
 def fused_parity_in_float32(kernel):
     """Fused parity in float32 at assert_close's default tolerance."""
-    fused_parity(kernel, mask=padding([LQ, LQ - 2], LQ), dtype=torch.float32)
-
-
-# -- 8. training -------------------------------------------------------------------------
+    lib.parity(kernel, FUSED, att.padding_allow([LQ, LQ - 2], LQ), dtype=F32)
 
 
 @exercise.check("training", points=2, hidden=False)
 def gradients_reach_every_parameter_and_the_input(kernel):
     """Backprop from the output reaches every parameter and query, key and value."""
-    mha = build(kernel)
-    mha.train()
-    q, k, v = inputs()
-    r = att.randn(B, LQ, E, seed=2)
-    grads = kernel.grad(mha, (q, k, v), {}, wrt=[0, 1, 2], cotangent=r, output_path=[0])
-    all_gradients(
-        grads, ("query", "key", "value"), {"query": q.shape, "key": k.shape, "value": v.shape}
-    )
+    lib.gradients_reach(kernel, A)
 
 
 @exercise.check("training", points=2)
 def input_gradients_match_oracle(kernel):
     """d(sum(output * r)) / d(query, key, value) match nn.MultiheadAttention's in float64."""
-    mha = build(kernel)
-    ref = unfused_oracle(mha, torch.float64)
-    q, k, v = inputs(dtype=torch.float64)
-    keep = padding([LK - 1, LK - 3])
-    r = att.randn(B, LQ, E, seed=2, dtype=torch.float64)
-    grads = kernel.grad(mha, (q, k, v), {"mask": keep}, wrt=[0, 1, 2], cotangent=r, output_path=[0])
-    leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
-    y_ref, _ = per_head_oracle(ref, *leaves, keep)
-    (y_ref * r).sum().backward()
-    for name, got, leaf in zip(("query", "key", "value"), grads["inputs"], leaves, strict=True):
-        got = checks.tensor(got, f"gradient of {name}")
-        checks.close(got, leaf.grad, f"gradient of {name} vs nn.MultiheadAttention")
+    lib.input_gradients_match_oracle(kernel, A, att.padding_allow([LK - 1, LK - 3], LK), True)
 
 
 @exercise.check("training", points=2)
 def fused_gradients_reach_every_parameter_and_the_input(kernel):
     """Backprop through the fused module reaches qkv_proj, out_proj and the input."""
-    module = build_fused(kernel)
-    module.train()
-    x = inputs(cross=False)[0]
-    r = att.randn(B, LQ, E, seed=2)
-    grads = kernel.grad(module, (x,), {}, wrt=[0], cotangent=r, output_path=[0])
-    all_gradients(grads, ("x",), {"x": x.shape})
+    lib.gradients_reach(kernel, FUSED)
 
 
 @exercise.check("training")
 def fully_masked_row_has_finite_gradients(kernel):
     """With a fully masked query row, every gradient is finite."""
-    mha = build(kernel)
-    q, k, v = inputs()
-    keep = padding([LK - 2, 0])
-    r = att.randn(B, LQ, E, seed=2)
-    grads = kernel.grad(mha, (q, k, v), {"mask": keep}, wrt=[0, 1, 2], cotangent=r, output_path=[0])
-    for name, g in zip(("query", "key", "value"), grads["inputs"], strict=True):
-        checks.finite(
-            checks.tensor(g, f"gradient of {name}"),
-            f"gradient of {name} with a fully masked sample",
-        )
+    keep = att.padding_allow([LK - 2, 0], LK)
+    grads = lib.grad(kernel, A, A.build(kernel), A.inputs(), keep, att.randn(B, LQ, E, seed=2))
+    for name, g in zip(A.args, grads["inputs"], strict=True):
+        what = f"gradient of {name} with a fully masked sample"
+        checks.finite(checks.tensor(g, what), what)
     for name, g in grads["params"].items():
         if g is not None:
             checks.finite(g, f"gradient of {name} with a fully masked sample")
@@ -571,103 +421,46 @@ def fully_masked_row_has_finite_gradients(kernel):
 @exercise.check("training", points=2)
 def eval_mode_ignores_dropout(kernel):
     """With dropout = 0.5 in eval mode both modules are deterministic and dropout-free."""
-    x = inputs(cross=False)[0]
-    plain, _ = forward(build(kernel), x)
-    noisy = build(kernel, dropout=0.5)
-    first, _ = seeded_forward(kernel, noisy, (x, x, x), 1, "MultiHeadAttention.forward")
-    second, _ = seeded_forward(kernel, noisy, (x, x, x), 2, "MultiHeadAttention.forward")
-    checks.same(first, plain, "eval-mode output with dropout=0.5 vs dropout=0")
-    checks.same(second, first, "two eval-mode calls with dropout=0.5")
-    plain, _ = forward_fused(build_fused(kernel), x)
-    noisy = build_fused(kernel, dropout=0.5)
-    first, _ = seeded_forward(kernel, noisy, (x,), 1, "EfficientMultiHeadAttention.forward")
-    checks.same(first, plain, "fused eval-mode output with dropout=0.5 vs dropout=0")
+    lib.eval_mode_ignores_dropout(kernel, A, FUSED)
 
 
 @exercise.check("training")
 def train_mode_drops_attention_weights(kernel):
     """dropout = 0.5 in train mode: finite, and about half the returned weights are exactly 0."""
-    mha = build(kernel, dropout=0.5)
-    mha.train()
-    q, k, v = inputs()
-    y, w = seeded_forward(kernel, mha, (q, k, v), 3, "MultiHeadAttention.forward")
-    checks.finite(y, "train-mode output with dropout=0.5")
-    zero_fraction(w, "train-mode weights with dropout=0.5", 0.25, 0.75)
+    dropped(kernel, A, 3, ("weights",))
 
 
 @exercise.check("training")
 def train_mode_drops_the_output(kernel):
     """dropout = 0.5 in train mode: finite, and about half the output entries are exactly 0."""
-    mha = build(kernel, dropout=0.5)
-    mha.train()
-    q, k, v = inputs()
-    y, w = seeded_forward(kernel, mha, (q, k, v), 4, "MultiHeadAttention.forward")
-    checks.finite(w, "train-mode weights with dropout=0.5")
-    zero_fraction(y, "train-mode output with dropout=0.5", 0.25, 0.75)
+    dropped(kernel, A, 4, ("output",))
 
 
 @exercise.check("training")
 def fused_train_mode_applies_dropout(kernel):
-    """The fused module with dropout = 0.5 in train mode drops weights and output alike (and
-    stays finite)."""
-    module = build_fused(kernel, dropout=0.5)
-    module.train()
-    x = inputs(cross=False)[0]
-    y, w = seeded_forward(kernel, module, (x,), 5, "EfficientMultiHeadAttention.forward")
-    zero_fraction(w, "fused train-mode weights with dropout=0.5", 0.25, 0.75)
-    zero_fraction(y, "fused train-mode output with dropout=0.5", 0.25, 0.75)
+    """The fused module in train mode (dropout = 0.5) drops weights and output alike."""
+    dropped(kernel, FUSED, 5, ("weights", "output"))
 
 
 @exercise.check("training", points=2)
 def split_heads_layout(kernel):
     """_split_heads: [B, L, E] -> [B, H, L, d_k], head h on channels h*d_k .. (h+1)*d_k."""
-    mha = build(kernel)
-    for length in (LQ, LK):
-        x = torch.arange(B * length * E, dtype=torch.float32).reshape(B, length, E)
-        xh = checks.tensor(
-            mha._split_heads(x), f"_split_heads of [B, {length}, E]", (B, H, length, DK)
-        )
-        for h in range(H):
-            if not torch.equal(xh[:, h], x[..., h * DK : (h + 1) * DK]):
-                raise Failed(
-                    f"_split_heads: head {h} does not hold channels {h * DK}..{(h + 1) * DK - 1} of each position"
-                )
+    lib.split_heads_layout(kernel, A)
 
 
 @exercise.check("training", points=2)
 def combine_heads_inverts_split(kernel):
     """_combine_heads puts head h back on channels h*d_k .. (h+1)*d_k and undoes _split_heads."""
-    mha = build(kernel)
-    xh = torch.arange(B * H * LQ * DK, dtype=torch.float32).reshape(B, H, LQ, DK)
-    merged = checks.tensor(mha._combine_heads(xh), "_combine_heads of [B, H, L, d_k]", (B, LQ, E))
-    if not torch.equal(merged, xh.transpose(1, 2).reshape(B, LQ, E)):
-        raise Failed(
-            "_combine_heads: channel h*d_k + d of position t must be head h, position t, feature d"
-        )
-    x = att.randn(B, LK, E, seed=1)
-    back = checks.tensor(
-        mha._combine_heads(mha._split_heads(x)), "_combine_heads(_split_heads(x))", (B, LK, E)
-    )
-    checks.same(back, x, "_combine_heads(_split_heads(x))")
-
-
-# -- 9. from scratch ---------------------------------------------------------------------
+    lib.merge_heads_inverts_split(kernel, A)
 
 
 @exercise.check("from scratch", points=2)
 def no_builtin_attention_in_source(kernel):
     """The notebook's code does not name torch's attention built-ins."""
-    forward(build(kernel), inputs(cross=False)[0])
-    require_clean_source(kernel.sources, exercise.forbidden, exercise.watch)
+    lib.no_builtin_attention_in_source(kernel, exercise, A, FUSED)
 
 
 @exercise.check("from scratch", points=2)
 def no_builtin_attention_at_run_time(kernel):
-    """No attention built-in is called while the suite runs, and neither module holds an
-    nn.MultiheadAttention."""
-    mha, module = build(kernel), build_fused(kernel)
-    forward(mha, *inputs(), mask=padding([LK - 1, LK - 2]))
-    forward_fused(module, inputs(cross=False)[0], mask=att.causal_allow(LQ)[None, None])
-    require_nothing_seen(kernel.seen)
-    for owner, remote in (("MultiHeadAttention", mha), ("EfficientMultiHeadAttention", module)):
-        require_no_builtin_module(kernel.modules(remote), owner, exercise.watch)
+    """No attention built-in runs during the suite, and neither module holds one."""
+    lib.no_builtin_attention_at_run_time(kernel, exercise, A, FUSED)

@@ -80,26 +80,8 @@ def install(fd, config, cell_output, total_output):
             _state["busy"] = False
         sys.stdout.flush()
 
-    protected.append(serve)
+    protected.extend((serve, respond))
     globals()["serve"] = serve
-
-
-def respond(request, ns, modes):
-    """The answer to one request, run against the notebook's namespace `ns`: the value
-    (encoded for the wire) or what was raised. Only KeyboardInterrupt (the grader's
-    interrupt) escapes."""
-    try:
-        value = _call(request, ns, modes)
-    except KeyboardInterrupt:
-        raise
-    except BaseException as error:  # SystemExit from candidate code is an answer too
-        return {"raised": _describe(error)}
-    try:
-        return {"value": _encode(value)}
-    except KeyboardInterrupt:
-        raise
-    except BaseException as error:  # the value itself cannot be sent
-        return {"raised": {**_describe(error), "unsendable": True}}
 
 
 def _disable_exit():
@@ -377,3 +359,22 @@ def _grad(target, args, kwargs, request, ns, modes):
     if owner is not None:
         params = {name: p.grad for name, p in owner.named_parameters()}
     return {"inputs": [args[i].grad for i in request["wrt"]], "params": params}
+
+
+def respond(request, ns, modes, _call=_call, _encode=_encode, _describe=_describe):
+    """The answer to one request, run against the notebook's namespace `ns`: the value
+    (encoded for the wire) or what was raised. Only KeyboardInterrupt (the grader's
+    interrupt) escapes. (Its helpers are bound when the shim loads: rebinding the module's
+    names later changes nothing.)"""
+    try:
+        value = _call(request, ns, modes)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:  # SystemExit from candidate code is an answer too
+        return {"raised": _describe(error)}
+    try:
+        return {"value": _encode(value)}
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:  # the value itself cannot be sent
+        return {"raised": {**_describe(error), "unsendable": True}}

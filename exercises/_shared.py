@@ -1,0 +1,293 @@
+"""The checks several attention exercises share, written once against an `Adapter`: how one
+exercise's module (or function) is built and called, and what it gives back.
+
+A suite keeps its catalog (each check's decorator, name, points, level and docstring) and
+calls these with its adapters: ``lib.weights_are_probabilities(kernel, A)``. Masks reach an
+adapter in `_attention`'s canonical form (`allow`: nonzero = may attend).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from grader import checks
+from grader.checks import Failed
+from grader.exercises import _attention as att
+from grader.exercises._attention import F32, F64, Adapter, Inputs
+from grader.integrity import require_clean_source, require_no_builtin_module, require_nothing_seen
+
+
+def shapes(kernel, A: Adapter, batch=None, t=None, s=None, cross=True, seed=1) -> None:
+    """forward's output is [B, T, E] and its weights have the adapter's shape."""
+    A.forward(A.build(kernel), A.inputs(batch, t, s, cross=cross, seed=seed))
+
+
+def no_weights_unless_asked(kernel, A: Adapter) -> None:
+    y, w = A.forward(A.build(kernel), A.inputs(), weights=False)
+    checks.is_none(w, f"{A.prefix}weights when none are asked for")
+
+
+def probabilities(kernel, A: Adapter, what: str, cross=True, seed=1, scale=1.0) -> None:
+    """Weights are non-negative and sum to 1 over the keys."""
+    w = A.weights(A.build(kernel), A.inputs(cross=cross, seed=seed, scale=scale))
+    checks.rows_sum_to_one(w, f"{A.prefix}{what}")
+
+
+def weights_are_probabilities(kernel, A: Adapter) -> None:
+    probabilities(kernel, A, "self-attention weights", cross=False)
+
+
+def cross_weights_are_probabilities(kernel, A: Adapter) -> None:
+    probabilities(kernel, A, "cross-attention weights")
+
+
+def large_inputs_stay_normalised(kernel, A: Adapter, cross=False) -> None:
+    probabilities(kernel, A, "weights for inputs ~1e3", cross=cross, seed=5, scale=1e3)
+
+
+def obeys(kernel, A: Adapter, allow, what: str, cross=True) -> None:
+    """Keys the mask blocks get ~0 weight, in every head, and the rows still sum to 1."""
+    w = A.weights(A.build(kernel), A.inputs(A.batch(allow), cross=cross), allow)
+    blocked = w.masked_select((allow == 0).expand(w.shape))
+    checks.small(blocked, f"{A.prefix}weights on {what}", 1e-6)
+    checks.rows_sum_to_one(w, f"{A.prefix}weights with {what} masked")
+
+
+def padded_keys_get_no_weight(kernel, A: Adapter, lengths: list[int]) -> None:
+    obeys(kernel, A, att.padding_allow(lengths, A.S), "padded keys")
+
+
+def per_sample_mask_broadcasts_over_heads(kernel, A: Adapter, last=3, causal=True) -> None:
+    """B == H samples, each with its own mask: causal (or the last key blocked), the last
+    `last` keys blocked, the first two keys blocked."""
+    allow = torch.ones(A.H, 1, A.T, A.S, dtype=torch.bool)
+    allow[0, 0] = att.causal_allow(A.T, A.S) if causal else torch.arange(A.S) < A.S - 1
+    allow[1, 0, :, -last:] = allow[2, 0, :, :2] = False
+    obeys(kernel, A, allow, "keys blocked per sample ([B, 1, T, S] mask, B == H)")
+
+
+def future_keys_get_no_weight(kernel, A: Adapter, allow=None) -> None:
+    obeys(kernel, A, att.causal_allow(A.T) if allow is None else allow, "future keys", cross=False)
+
+
+def padded_key_values_do_not_matter(kernel, A: Adapter, lengths: list[int], dtype=torch.bool):
+    """Changing what sits at padded positions leaves the output (of real tokens) unchanged."""
+    module, allow, inputs = A.build(kernel), att.padding_allow(lengths, A.S), A.inputs()
+    noise = att.randn(A.B, A.S, A.E, seed=3, scale=10.0) * (allow[:, 0, 0] == 0)[..., None]
+    y1, _ = A.forward(module, inputs, allow.to(dtype))
+    if len(inputs) == 1:  # self-attention: padded tokens are queries too
+        y2, _ = A.forward(module, (inputs[0] + noise,), allow.to(dtype))
+        real = allow[:, 0, 0]
+        checks.same(y2[real], y1[real], f"real tokens' {A.output} after changing padded tokens")
+        return
+    y2, _ = A.forward(module, (inputs[0], *(t + noise for t in inputs[1:])), allow.to(dtype))
+    checks.same(y2, y1, f"{A.output} after changing padded keys and values")
+
+
+def mask_dtypes_agree(kernel, A: Adapter, allow, dtypes=(torch.int64,)) -> None:
+    """The same mask as bool and as 0/1 of other dtypes gives the same output and weights."""
+    module, inputs = A.build(kernel), A.inputs(A.batch(allow))
+    y, w = A.forward(module, inputs, allow)
+    for dtype in dtypes:
+        name = str(dtype).replace("torch.", "")
+        y2, w2 = A.forward(module, inputs, allow.to(dtype))
+        checks.same(y2, y, f"{A.output} with a {name} 0/1 mask vs the bool mask")
+        if w is not None:
+            checks.same(w2, w, f"{A.prefix}weights with a {name} 0/1 mask vs the bool mask")
+
+
+def later_tokens(A: Adapter, module, x: torch.Tensor, t: int, allow=None, seed=9) -> None:
+    """Outputs up to position t do not move when tokens after t change; later ones do."""
+    later = x.clone()
+    later[:, t + 1 :] += att.randn(x.shape[0], x.shape[1] - t - 1, x.shape[2], seed=seed, scale=3.0)
+    y1, _ = A.forward(module, (x,), allow)
+    y2, _ = A.forward(module, (later,), allow)
+    what = f"{A.output}[:, :{t + 1}] after changing tokens after t={t}"
+    checks.same(y2[:, : t + 1], y1[:, : t + 1], what)
+    checks.differ(
+        y2[:, t + 1 :], y1[:, t + 1 :], f"{A.output} after t={t} (must change with its own tokens)"
+    )
+
+
+def future_tokens_do_not_change_the_past(kernel, A: Adapter, t=2, allow=None) -> None:
+    allow = att.causal_allow(A.T)[None, None] if allow is None else allow
+    later_tokens(A, A.build(kernel), A.inputs(cross=False)[0], t, allow)
+
+
+def zero_input_is_finite(kernel, *adapters: Adapter) -> None:
+    for A in adapters:
+        y, w = A.forward(A.build(kernel), tuple(0 * t for t in A.inputs(cross=False)))
+        checks.finite(y, f"{A.output} for zero input")
+        if w is not None:
+            checks.finite(w, f"{A.prefix}weights for zero input")
+
+
+def large_input_is_finite(kernel, *adapters: Adapter) -> None:
+    for A in adapters:
+        y, _ = A.forward(A.build(kernel), A.inputs(seed=6, scale=1e4))
+        checks.finite(y, f"{A.output} for inputs ~1e4")
+
+
+def fully_blocked_rows(kernel, A: Adapter, allow, exact=False, cross=True) -> None:
+    """Query rows whose keys are all blocked give a finite output and finite (`exact`: zero)
+    weights; the other rows still sum to 1."""
+    y, w = A.forward(A.build(kernel), A.inputs(A.batch(allow), cross=cross), allow)
+    checks.finite(y, f"{A.output} with a fully blocked query row")
+    if w is None:
+        return
+    empty = (allow == 0).all(dim=-1).expand(w.shape[:3])
+    verdict = att.exactly_zero if exact else checks.finite
+    verdict(w[empty], f"{A.prefix}weights of the fully blocked rows")
+    checks.rows_sum_to_one(w[~empty], f"{A.prefix}weights of the rows that are not blocked")
+
+
+def fully_padded_sample(kernel, A: Adapter, allow, exact=False) -> None:
+    """Sample 1 has every key padded: a finite output and finite (`exact`: zero) weights."""
+    y, w = A.forward(A.build(kernel), A.inputs(), allow)
+    checks.finite(y, f"{A.output} with a fully padded sample")
+    if w is not None:
+        (att.exactly_zero if exact else checks.finite)(w[1], f"{A.prefix}weights of sample 1")
+        checks.rows_sum_to_one(w[0], f"{A.prefix}weights of sample 0")
+
+
+def parity(
+    kernel, A: Adapter, allow=None, *, cross=True, dtype=F64, scale=1.0, bias=True,
+    inputs: Inputs | None = None, blocked=None, **extra,
+) -> None:  # fmt: skip
+    """Output (and weights) vs nn.MultiheadAttention with the same projections, random
+    biases, at assert_close's default tolerance for `dtype`. `blocked` and `extra` carry a
+    mask the canonical form cannot say (an additive float mask)."""
+    module = A.build(kernel, bias=bias)
+    ref = A.oracle(module, dtype, bias)
+    inputs = inputs or A.inputs(A.batch(allow), cross=cross, seed=11, scale=scale, dtype=dtype)
+    y, w = A.forward(module, inputs, allow, **extra)
+    b, t, s = inputs[0].shape[0], inputs[0].shape[1], inputs[-1].shape[1]
+    blocked = att.blocked(allow, b, t, s, A.H) if blocked is None else blocked
+    y_ref, w_ref = ref(inputs, blocked)
+    checks.close(y, y_ref, f"{A.output} vs nn.MultiheadAttention")
+    if w is not None:
+        kind = "per-head " if A.per_head else ""
+        checks.close(w, w_ref, f"{A.prefix}{kind}weights vs nn.MultiheadAttention")
+
+
+def grad(kernel, A: Adapter, module, inputs: Inputs, allow, cotangent) -> dict:
+    """d(sum(y * cotangent)) with respect to every input (and the module's parameters)."""
+    target, args, kwargs = A.request(module, inputs, allow)
+    return kernel.grad(
+        target, args, kwargs, wrt=list(range(len(inputs))), cotangent=cotangent,
+        output_path=[0] if A.returns_weights else [], params=not A.function,
+    )  # fmt: skip
+
+
+def gradients_reach(kernel, A: Adapter, allow=None, exact=False) -> None:
+    """In train mode, every parameter (`exact`: exactly the layers' weights and biases) and
+    every input get a gradient, every weight and input a finite, non-zero one. (Key biases
+    may get exactly zero: softmax ignores a shift shared by all keys.)"""
+    module, inputs = A.build(kernel), A.inputs()
+    if not A.function:
+        module.train()
+    grads = grad(kernel, A, module, inputs, allow, att.randn(A.B, A.T, A.E, seed=2))
+    params = grads["params"]
+    expected = [f"{p}.{k}" for p in A.layers for k in ("weight", "bias")] if exact else params
+    extra = sorted(set(params) - set(expected))
+    if extra:
+        raise Failed(
+            f"{A.owner} has unexpected parameters {', '.join(extra[:4])} (masks are buffers)"
+        )
+    missing = [n for n in expected if params.get(n) is None]
+    if missing:
+        raise Failed(f"no gradient reached {A.owner}.{', '.join(missing[:4])}")
+    for name, g, x in zip(A.args, grads["inputs"], inputs, strict=False):
+        checks.finite(checks.tensor(g, f"gradient of {name}", x.shape), f"gradient of {name}")
+        if float(g.abs().max()) == 0:
+            raise Failed(f"gradient of {name} is zero everywhere")
+    dead = [n for n in expected if n.endswith("weight") and float(params[n].abs().max()) == 0]
+    if dead:
+        raise Failed(f"zero gradient for {A.owner}.{', '.join(dead)}")
+
+
+def input_gradients_match_oracle(kernel, A: Adapter, allow=None, cross=False) -> None:
+    """d(sum(y * r)) / d(inputs) match nn.MultiheadAttention's, in float64."""
+    module = A.build(kernel)
+    ref = A.oracle(module, F64)
+    inputs = A.inputs(cross=cross, dtype=F64)
+    r = att.randn(A.B, A.T, A.E, seed=2, dtype=F64)
+    grads = grad(kernel, A, module, inputs, allow, r)
+    leaves = tuple(t.clone().requires_grad_(True) for t in inputs)
+    y_ref, _ = ref(leaves, att.blocked(allow, A.B, A.T, inputs[-1].shape[1], A.H))
+    (y_ref * r).sum().backward()
+    for name, g, leaf in zip(A.args, grads["inputs"], leaves, strict=False):
+        got = checks.tensor(g, f"gradient of {name}")
+        checks.close(got, leaf.grad, f"gradient of {name} vs nn.MultiheadAttention")
+
+
+def eval_mode_ignores_dropout(kernel, *adapters: Adapter, p: float | None = 0.5) -> None:
+    """In eval mode dropout `p` (None: the default) is off: calls under different RNG seeds
+    agree with each other and with dropout 0."""
+    for A in adapters:
+        x, d = A.inputs(cross=False), A.dropout if p is None else p
+        plain, _ = A.forward(A.build(kernel, dropout=0.0), x)
+        noisy = A.build(kernel, dropout=p)
+        first, _ = A.forward(noisy, x, seed=1)
+        second, _ = A.forward(noisy, x, seed=2)
+        checks.same(first, plain, f"eval-mode {A.output} with dropout {d} vs dropout 0")
+        checks.same(
+            second, first, f"{A.output} of two eval-mode calls with dropout {d} (RNG seeds 1, 2)"
+        )
+
+
+def train_mode_applies_dropout(kernel, *adapters: Adapter, p: float | None = 0.5) -> None:
+    """In train mode dropout `p` (None: the default) leaves the output finite and changes it."""
+    for A in adapters:
+        x, d = A.inputs(cross=False), A.dropout if p is None else p
+        module = A.build(kernel, dropout=p)
+        y_eval, _ = A.forward(module, x)
+        module.train()
+        y_train, _ = A.forward(module, x, seed=3)
+        checks.finite(y_train, f"train-mode {A.output} with dropout {d}")
+        checks.differ(y_train, y_eval, f"train-mode {A.output} with dropout {d} vs eval mode")
+
+
+def split_heads_layout(kernel, A: Adapter) -> None:
+    """split: [B, T, E] -> [B, H, T, Dh], head h on channels h*Dh .. (h+1)*Dh."""
+    mha, split, dh = A.build(kernel), A.heads_api[0], A.E // A.H
+    for length in (A.T, A.S):
+        x = torch.arange(A.B * length * A.E, dtype=F32).reshape(A.B, length, A.E)
+        xh = getattr(mha, split)(x)
+        checks.tensor(xh, f"{split} of [B, {length}, E]", (A.B, A.H, length, dh))
+        for h in range(A.H):
+            if not torch.equal(xh[:, h], x[..., h * dh : (h + 1) * dh]):
+                raise Failed(
+                    f"{split}: head {h} does not hold channels {h * dh}..{(h + 1) * dh - 1}"
+                )
+
+
+def merge_heads_inverts_split(kernel, A: Adapter) -> None:
+    """merge puts head h back on channels h*Dh .. (h+1)*Dh and undoes split."""
+    mha, (split, merge), dh = A.build(kernel), A.heads_api, A.E // A.H
+    xh = torch.arange(A.B * A.H * A.T * dh, dtype=F32).reshape(A.B, A.H, A.T, dh)
+    merged = checks.tensor(getattr(mha, merge)(xh), f"{merge} of [B, H, T, Dh]", (A.B, A.T, A.E))
+    if not torch.equal(merged, xh.transpose(1, 2).reshape(A.B, A.T, A.E)):
+        raise Failed(f"{merge}: channel h*Dh + d of token t must be head h, token t, feature d")
+    x = att.randn(A.B, A.T, A.E, seed=1)
+    back = getattr(mha, merge)(getattr(mha, split)(x))
+    checks.same(checks.tensor(back, f"{merge}({split}(x))", x.shape), x, f"{merge}({split}(x))")
+
+
+def no_builtin_attention_in_source(kernel, exercise, *adapters: Adapter) -> None:
+    """After running every module once, the notebook's code names no attention built-in."""
+    for A in adapters:
+        A.forward(A.build(kernel), A.inputs(cross=False))
+    require_clean_source(kernel.sources, exercise.forbidden, exercise.watch)
+
+
+def no_builtin_attention_at_run_time(kernel, exercise, *adapters: Adapter) -> None:
+    """Running every module under a mask calls no attention built-in, and no module holds one."""
+    modules = []
+    for A in adapters:
+        module = A.build(kernel)
+        A.forward(module, A.inputs(), att.causal_allow(A.T, A.S)[None, None])
+        modules += [] if A.function else [(A.owner, module)]
+    require_nothing_seen(kernel.seen)
+    for owner, module in modules:
+        require_no_builtin_module(kernel.modules(module), owner, exercise.watch)
