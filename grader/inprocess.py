@@ -1,9 +1,11 @@
 """An in-process stand-in for the candidate's kernel, for tests and suite authors.
 
 `InProcessSession` runs a notebook's code cells in a namespace of this process and answers
-the suite's calls with the shim's own `respond`, through the same wire format (requests and
-answers go through ``torch.save`` and ``torch.load(weights_only=True)``). The runner, remote
-objects, shim and every exercise's checks then run in milliseconds, with no Jupyter.
+the suite's calls with the shim's own `respond`. Requests and answers are copied as the wire
+carries them: tensors (detached copies), numbers, strings, None, dtypes and sizes, and
+lists, tuples and dicts of them; anything else is refused, as ``torch.load(weights_only=
+True)`` refuses it in the grader. The runner, remote objects, shim and every exercise's
+checks then run in milliseconds, with no Jupyter.
 
 It is not a sandbox and has no limits: no timeouts, no memory cap, no guard (only the
 shim's per-thread watch of the exercise's torch functions and aten ops). Use it for code
@@ -13,7 +15,7 @@ takes a real kernel (`grader.kernel.Session`).
 
 from __future__ import annotations
 
-import io
+import functools
 import linecache
 import types
 import warnings
@@ -42,10 +44,7 @@ class InProcessSession:
         self._seen: set[str] = set()
         # the kernel's shim, compiled as in the kernel (its frames are the grader's own)
         self._shim = types.ModuleType("_grader_shim_in_process")
-        with warnings.catch_warnings():  # the guard's code template calls a constant
-            warnings.simplefilter("ignore", SyntaxWarning)
-            code = compile(SHIM_SOURCE, "<grader-shim>", "exec")
-        exec(code, self._shim.__dict__)
+        exec(_shim_code(), self._shim.__dict__)
         self._modes = self._shim._modes(self._record, frozenset(), ())
 
     @property
@@ -72,7 +71,7 @@ class InProcessSession:
     def call(self, request: Request, timeout: float | None = None) -> dict[str, Any]:
         """Answer one request as the shim in a kernel would (`timeout` is not enforced)."""
         self.calls += 1
-        answer = self._shim.respond(_wire(request), self.namespace, self._modes)
+        answer = self._shim.respond(_wire(dict(request)), self.namespace, self._modes)
         reply = _wire(answer)
         if not isinstance(reply, dict):
             raise TypeError("the shim answered with something other than a dict")
@@ -98,9 +97,32 @@ class InProcessSession:
         return CellRun(index, Status.PASSED)
 
 
-def _wire(value: Any) -> Any:
-    """`value` after a trip over the wire: saved with torch.save, loaded with weights_only."""
-    buffer = io.BytesIO()
-    torch.save(value, buffer)
-    buffer.seek(0)
-    return torch.load(buffer, weights_only=True)
+@functools.cache
+def _shim_code() -> types.CodeType:
+    """The guard and the shim, compiled once per process as the kernel compiles them."""
+    with warnings.catch_warnings():  # the guard's code template calls a constant
+        warnings.simplefilter("ignore", SyntaxWarning)
+        return compile(SHIM_SOURCE, "<grader-shim>", "exec")
+
+
+_PLAIN = (type(None), bool, int, float, str, torch.dtype, torch.Size)
+
+
+def _wire(value: Any, depth: int = 0) -> Any:
+    """`value` after a trip over the wire (a copy of plain data and tensors).
+
+    Raises:
+        TypeError: a value the wire does not carry.
+    """
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, _PLAIN):
+        return value
+    if depth > 64:
+        raise TypeError("nested too deeply for the wire")
+    if type(value) in (list, tuple):
+        items = [_wire(item, depth + 1) for item in value]
+        return items if type(value) is list else tuple(items)
+    if type(value) is dict:
+        return {key: _wire(item, depth + 1) for key, item in value.items()}
+    raise TypeError(f"the wire does not carry {type(value).__qualname__}")

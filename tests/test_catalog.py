@@ -13,6 +13,7 @@ from dataclasses import replace
 import nbformat
 import pytest
 
+from grader.corpus import load_corpus
 from grader.errors import ExerciseError
 from grader.exercise import Exercise, allowed_packages, find_exercise, load_catalog
 from grader.notebook import Notebook
@@ -35,7 +36,7 @@ def test_every_solution_belongs_to_an_exercise_and_back():
         nb = nbformat.read(SOLUTIONS / f"{exercise_id}.ipynb", as_version=4)
         assert nb.metadata["grader"]["exercise"] == exercise_id
         assert (SCAFFOLDS / f"{exercise_id}.ipynb").exists()
-        assert (ROOT / "tests" / f"test_{exercise_id}.py").exists()
+        assert load_corpus(CATALOG[exercise_id]).mutants  # its corpus, for test_exercises.py
 
 
 @pytest.mark.parametrize("exercise_id", sorted(CATALOG))

@@ -912,9 +912,16 @@ class Mixer(_MHA):
         NO_CREDIT,
         (
             "import builtins\nimport os\nimport sys\n\n_reference = {}\n"
-            "try:  # the installed package's files, found on the path without importing it\n"
-            "    _root = next(p for p in sys.path if os.path.isfile(os.path.join(p, 'grader', 'exercises', '_attention.py')))\n"
-            "    _source = open(os.path.join(_root, 'grader', 'exercises', '_attention.py')).read()\n"
+            "def _grader_folders():  # installed copies, and the checkout an editable install names\n"
+            "    for p in filter(os.path.isdir, sys.path):\n"
+            "        yield os.path.join(p, 'grader')\n"
+            "        for name in os.listdir(p):\n"
+            "            if name.startswith('__editable__') and name.endswith('_finder.py'):\n"
+            "                text = open(os.path.join(p, name)).read()\n"
+            "                yield from __import__('re').findall(r\"'grader': '([^']+)'\", text)\n\n"
+            "try:  # the grader's files, found without importing it\n"
+            "    _root = next(p for p in _grader_folders() if os.path.isfile(os.path.join(p, 'exercises', '_attention.py')))\n"
+            "    _source = open(os.path.join(_root, 'exercises', '_attention.py')).read()\n"
             "    _source = _source.replace('from grader import checks', 'checks = None')\n"
             "    _source = _source.replace('from grader.checks import Failed', 'Failed = Exception')\n"
             '    vars(builtins)["ex" + "ec"](_source, _reference)\n'

@@ -7,6 +7,7 @@ real-kernel corpus test (`test_exercises.py`) stays the proof of record."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import nbformat
@@ -40,8 +41,14 @@ def graded(exercise: Exercise, notebook: nbformat.NotebookNode) -> list[CheckRes
     return run_checks(exercise, Kernel(session), Limits(), math.inf)
 
 
-def read(path) -> nbformat.NotebookNode:
+@functools.cache
+def _read(path) -> nbformat.NotebookNode:
     return nbformat.read(path, as_version=4)
+
+
+def read(path) -> nbformat.NotebookNode:
+    """The notebook (read once per test run; `apply` works on a copy)."""
+    return _read(path)
 
 
 @pytest.mark.parametrize("exercise", EXERCISES)
