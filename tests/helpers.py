@@ -12,6 +12,8 @@ from pathlib import Path
 
 import nbformat
 
+from grader.corpus import Mutant
+
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions"
 SCAFFOLDS = ROOT / "notebooks"
@@ -54,38 +56,6 @@ def grade_many(notebooks: dict[str, Path], *args: str) -> dict[str, Graded]:
     with ThreadPoolExecutor(WORKERS) as pool:
         futures = {name: pool.submit(grade, path, *args) for name, path in notebooks.items()}
         return {name: future.result() for name, future in futures.items()}
-
-
-@dataclass(frozen=True)
-class Mutant:
-    """A single-bug copy of a reference: replace `old` (found exactly once) by `new`.
-    `level` is where a person would expect it to first lose points."""
-
-    name: str
-    old: str
-    new: str
-    level: str
-
-
-def mutate(solution: Path, mutant: Mutant) -> nbformat.NotebookNode:
-    """The solution notebook with the mutant's one change applied."""
-    nb = nbformat.read(solution, as_version=4)
-    hits = [c for c in nb.cells if c.cell_type == "code" and mutant.old in c.source]
-    total = sum(c.source.count(mutant.old) for c in hits)
-    if total != 1:
-        raise AssertionError(f"mutant {mutant.name}: {mutant.old!r} occurs {total} times, want 1")
-    hits[0].source = hits[0].source.replace(mutant.old, mutant.new)
-    return nb
-
-
-def write_mutants(solution: Path, mutants: list[Mutant], folder: Path) -> dict[str, Path]:
-    """Write every mutant notebook under `folder`; returns name -> path."""
-    paths = {}
-    for mutant in mutants:
-        path = folder / f"{mutant.name}.ipynb"
-        nbformat.write(mutate(solution, mutant), path)
-        paths[mutant.name] = path
-    return paths
 
 
 def notebook_with(*sources: str, exercise: str | None = None) -> nbformat.NotebookNode:

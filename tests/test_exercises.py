@@ -12,7 +12,7 @@ import nbformat
 import pytest
 
 from grader.corpus import Mutant, Variant, apply, load_corpus
-from grader.exercise import Exercise, load_catalog
+from grader.exercise import load_catalog
 from tests.helpers import (
     SCAFFOLDS,
     SOLUTIONS,
@@ -84,7 +84,7 @@ def test_solution_earns_full_marks(exercise):
 @pytest.mark.parametrize("exercise", EXERCISES)
 def test_scaffold_earns_nothing_and_every_test_is_not_implemented(exercise):
     report = assert_nothing_implemented(grade(SCAFFOLDS / f"{exercise}.ipynb"))
-    defined = set(_defines(CATALOG[exercise]))
+    defined = set(CATALOG[exercise].defines)
     for test in report["tests"]:
         stub = test["message"].removeprefix("not implemented: ").split(".")[0]
         assert stub in defined, test
@@ -112,10 +112,6 @@ def test_correct_variant_earns_full_marks(graded_corpus, case):
     report = graded.report
     assert graded.returncode == 0, [t for t in report["tests"] if t["status"] != "passed"]
     assert report["score"] == report["max_score"]
-
-
-def _defines(exercise: Exercise) -> tuple[str, ...]:
-    return exercise.defines
 
 
 def _last_code_cell(exercise: str) -> int:

@@ -10,7 +10,8 @@ import torch
 
 from grader import checks
 from grader.checks import Failed
-from tests.helpers import SOLUTIONS, Mutant, assert_full_marks, grade, mutate, notebook_with
+from grader.corpus import Mutant, apply
+from tests.helpers import SOLUTIONS, assert_full_marks, grade, notebook_with
 
 # -- the tolerance table ----------------------------------------------------------------
 
@@ -182,5 +183,7 @@ def test_float32_softmax_in_a_float64_call_earns_full_marks(tmp_path):
         level="",
     )
     path = tmp_path / "float32_softmax.ipynb"
-    nbformat.write(mutate(SOLUTIONS / "mha_interview.ipynb", in_float32), path)
+    nbformat.write(
+        apply(nbformat.read(SOLUTIONS / "mha_interview.ipynb", as_version=4), in_float32), path
+    )
     assert_full_marks(grade(path))
