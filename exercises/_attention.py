@@ -1,5 +1,6 @@
-"""How the attention suites reach a candidate's module (`Adapter`), and the tensors they
-share: seeded inputs, masks, and the torch oracle.
+"""What the attention exercises share: what counts as torch's built-in attention and how the
+grader watches for it (`ATTENTION`, `exercise`), how the suites reach a candidate's module
+(`Adapter`), and the tensors they use: seeded inputs, masks, and the torch oracle.
 
 Masks here are in one canonical form, `allow`: nonzero = may attend, [T, S] or
 [B | 1, 1 | H, T | 1, S], any dtype; an adapter turns it into the exercise's own arguments.
@@ -15,12 +16,40 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from grader import checks
 from grader.checks import Failed
+from grader.exercise import Exercise, Watch
 
 F32, F64 = torch.float32, torch.float64
 Inputs = tuple[torch.Tensor, ...]
+
+
+SDPA = "scaled_dot_product_attention"
+MHA_FORWARD = "multi_head_attention_forward"
+NATIVE_MHA = "_native_multi_head_attention"
+# Names the source scan flags when the notebook binds them to torch's.
+FORBIDDEN = (SDPA, "MultiheadAttention", MHA_FORWARD, NATIVE_MHA)
+ATTENTION = Watch(
+    what="attention",
+    functions=(SDPA, MHA_FORWARD),
+    ops=("scaled_dot_product", NATIVE_MHA),
+    dispatch=(SDPA,),
+    instrument=(f"torch.nn.functional:{MHA_FORWARD}", "torch.nn:MultiheadAttention.forward"),
+    modules=frozenset({"torch.nn.modules.activation.MultiheadAttention"}),
+    # private torch names that compute attention, or part of it
+    private=r"attention|attn|sdp|multi_head|in_projection|transformer|masked_softmax",
+    # one path through nn.MultiheadAttention in the kernel, whatever the module's mode
+    setup="import torch\ntorch.backends.mha.set_fastpath_enabled(False)\n",
+)
+# The oracle (nn.MultiheadAttention in the grader's process) takes one deterministic path.
+torch.backends.mha.set_fastpath_enabled(False)
+
+
+def exercise(**fields: Any) -> Exercise:
+    """An attention exercise: torch's attention built-ins are forbidden and watched."""
+    return Exercise(**fields, watch=ATTENTION, forbidden=FORBIDDEN)
 
 
 def randn(*shape: int, seed: int, scale: float = 1.0, dtype: torch.dtype = F32) -> torch.Tensor:
@@ -63,12 +92,9 @@ def require(state: Any, names: list[str], owner: str) -> dict[str, torch.Tensor]
     """The named tensors from a candidate state_dict, or a Failed naming what is missing."""
     if not isinstance(state, dict):
         raise Failed(f"{owner}.state_dict() did not return a dict")
-    missing = [n for n in names if not isinstance(state.get(n), torch.Tensor)]
-    if missing:
-        more = f" (+{len(missing) - 4} more)" if len(missing) > 4 else ""
-        raise Failed(
-            f"{owner}.state_dict() has no {', '.join(missing[:4])}{more}: keep the scaffold's layers"
-        )
+    if missing := [n for n in names if not isinstance(state.get(n), torch.Tensor)]:
+        listed = ", ".join(missing[:4]) + (f" (+{len(missing) - 4} more)" if missing[4:] else "")
+        raise Failed(f"{owner}.state_dict() has no {listed}: keep the scaffold's layers")
     return {n: state[n] for n in names}
 
 
@@ -81,19 +107,17 @@ def load(module: Any, owner: str, tensors: dict[str, torch.Tensor]) -> None:
 
 
 def oracle(heads: int, weights: list, biases: list) -> nn.MultiheadAttention:
-    """A float64 nn.MultiheadAttention (batch first, eval mode) holding the q, k, v and out
-    projections; a first weight [3E, E] of only two is a fused in_proj (q, k, v stacked)."""
-    if len(weights) == 2:
-        weights = [*weights[0].chunk(3), weights[1]]
-        biases = [*(biases[0].chunk(3) if biases[0] is not None else [None] * 3), biases[1]]
-    bias = biases[0] is not None
-    mha = nn.MultiheadAttention(weights[0].shape[1], heads, bias=bias, batch_first=True, dtype=F64)
+    """A float64 nn.MultiheadAttention (batch first, eval mode) holding the projections, the
+    out projection last: q, k, v and out, or a fused in_proj (q, k, v stacked) and out. An
+    input narrower than E reaches it zero-padded (`run_oracle`): its in_proj columns too."""
+    bias, in_proj = biases[0] is not None, torch.cat(weights[:-1])
+    mha = nn.MultiheadAttention(weights[-1].shape[0], heads, bias=bias, batch_first=True, dtype=F64)
     with torch.no_grad():
-        mha.in_proj_weight.copy_(torch.cat(weights[:3]))
-        mha.out_proj.weight.copy_(weights[3])
+        mha.in_proj_weight.zero_()[:, : in_proj.shape[1]].copy_(in_proj)
+        mha.out_proj.weight.copy_(weights[-1])
         if bias:
-            mha.in_proj_bias.copy_(torch.cat(biases[:3]))
-            mha.out_proj.bias.copy_(biases[3])
+            mha.in_proj_bias.copy_(torch.cat(biases[:-1]))
+            mha.out_proj.bias.copy_(biases[-1])
     return mha.eval()
 
 
@@ -101,7 +125,7 @@ def run_oracle(mha: nn.MultiheadAttention, inputs: Inputs, attn_mask=None, per_h
     """The oracle's output and weights ([B, H, T, S], or averaged: [B, 1, T, S]) in float64;
     `attn_mask` in its own convention (bool True = blocked, or float added). Never give it a
     fully blocked row: it returns NaN for those."""
-    q, k, v = (t.double() for t in qkv(inputs))  # a float64 leaf stays itself: gradients flow
+    q, k, v = (F.pad(t.double(), (0, mha.embed_dim - t.shape[-1])) for t in qkv(inputs))
     y, w = mha(q, k, v, attn_mask=attn_mask, need_weights=True, average_attn_weights=not per_head)
     return y, (w if per_head else w[:, None])
 
@@ -117,7 +141,10 @@ def exactly_zero(t: torch.Tensor, what: str) -> None:
 class Adapter:
     """One candidate module (or function) as the shared checks reach it. A subclass says how
     to `build` it and, where its forward differs from ``module(*inputs, mask=allow)``, how a
-    call is `request`ed. Weights come back as [B, H, T, S] (head-averaged: [B, 1, T, S])."""
+    call is `request`ed. Weights come back as [B, H, T, S] (head-averaged: [B, 1, T, S]).
+
+    Each suite picks sizes that make bugs show: B, H, T, S and the head width all differ,
+    H >= 2, and a mask given per sample has B == H, so one not broadcast over heads fails."""
 
     E: int  # output width
     H: int
@@ -127,6 +154,7 @@ class Adapter:
     d_in: int = 0  # input width, where it differs from E
     owner: str = "MultiHeadAttention"  # the class built, as messages name it
     args: tuple[str, ...] = ("x",)  # forward's inputs in cross-attention
+    mask: str | None = "mask"  # forward's mask argument (None: no mask is passed)
     output: str = "output"  # what messages call the output
     prefix: str = ""  # before "weights" in messages
     dropout: float = 0.0  # what `build` gives when not told
@@ -141,17 +169,35 @@ class Adapter:
         return dataclasses.replace(self, **changes)
 
     def build(self, kernel: Any, dropout: float | None = None, bias: bool = True, seed: int = 0):
-        """The candidate's module with these sizes, in eval mode."""
+        """The candidate's module with these sizes (dropout: the adapter's unless told), in
+        eval mode."""
+        module = self.new(kernel, self.dropout if dropout is None else dropout, bias, seed)
+        module.eval()
+        return module
+
+    def new(self, kernel: Any, dropout: float, bias: bool, seed: int) -> Any:
+        """Construct the candidate's class in the kernel (torch seeded with `seed` first)."""
         raise NotImplementedError
 
     def request(self, module: Any, inputs: Inputs, allow=None, weights: bool = True):
         """What to call for `inputs` under the canonical mask: (remote, args, kwargs)."""
-        return module, inputs, ({} if allow is None else {"mask": allow})
+        return module, inputs, ({} if allow is None or not self.mask else {self.mask: allow})
 
     def forward(self, module, inputs: Inputs, allow=None, weights=True, seed=None, **extra):
         """Call it (torch seeded first, given a seed); check and return (y, weights or None)."""
         target, args, kwargs = self.request(module, inputs, allow, weights)
         answer = (target if seed is None else target.seeded(seed))(*args, **kwargs, **extra)
+        return self.checked(answer, inputs, weights)
+
+    def forward_all(self, module, cases: list[tuple[Inputs, Any]]) -> list[tuple]:
+        """`forward` for each (inputs, allow) in `cases`, asked of the kernel in one request."""
+        calls = [self.request(module, inputs, allow)[1:] for inputs, allow in cases]
+        target = self.request(module, cases[0][0], cases[0][1])[0]
+        answers = target.kernel.many(target, calls)
+        return [self.checked(a, inputs) for a, (inputs, _) in zip(answers, cases, strict=True)]
+
+    def checked(self, answer, inputs: Inputs, weights=True) -> tuple:
+        """(y, weights or None) from forward's answer for `inputs`, its shapes checked."""
         b, t, s = inputs[0].shape[0], inputs[0].shape[1], inputs[-1].shape[1]
         if not self.returns_weights:
             return checks.tensor(answer, self.output, (b, t, self.E)), None
@@ -162,16 +208,14 @@ class Adapter:
         checks.tensor(w, f"{self.prefix}weights", (b, self.H, t, s) if self.per_head else (b, t, s))
         return y, (w if self.per_head else w[:, None])
 
-    def weights(self, module, inputs: Inputs, allow=None) -> torch.Tensor:
+    def weights(self, module, inputs: Inputs, allow=None, **extra) -> torch.Tensor:
         """The attention weights for `inputs`, [B, H, T, S]."""
-        return self.forward(module, inputs, allow)[1]
+        return self.forward(module, inputs, allow, **extra)[1]
 
     def inputs(self, batch=None, t=None, s=None, *, cross=True, seed=1, scale=1.0, dtype=F32):
         """Seeded inputs: (x,) for self-attention, else one per name in `args`."""
         b, t, s = batch or self.B, t or self.T, s or self.S
-        shapes = [(b, t, self.d_in or self.E)] + [(b, s, self.E)] * (
-            len(self.args) - 1 if cross else 0
-        )
+        shapes = [(b, t, self.d_in or self.E)] + [(b, s, self.E)] * (len(self.args) - 1) * cross
         return tuple(
             randn(*n, seed=seed + i, scale=scale, dtype=dtype) for i, n in enumerate(shapes)
         )

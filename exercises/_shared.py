@@ -2,7 +2,7 @@
 exercise's module (or function) is built and called, and what it gives back.
 
 A suite keeps its catalog (each check's decorator, name, points, level and docstring) and
-calls these with its adapters: ``lib.weights_are_probabilities(kernel, A)``. Masks reach an
+calls these with its adapters: ``lib.parity(kernel, A, att.causal_allow(T))``. Masks reach an
 adapter in `_attention`'s canonical form (`allow`: nonzero = may attend).
 """
 
@@ -33,28 +33,18 @@ def probabilities(kernel, A: Adapter, what: str, cross=True, seed=1, scale=1.0) 
     checks.rows_sum_to_one(w, f"{A.prefix}{what}")
 
 
-def weights_are_probabilities(kernel, A: Adapter) -> None:
-    probabilities(kernel, A, "self-attention weights", cross=False)
-
-
-def cross_weights_are_probabilities(kernel, A: Adapter) -> None:
-    probabilities(kernel, A, "cross-attention weights")
-
-
 def large_inputs_stay_normalised(kernel, A: Adapter, cross=False) -> None:
     probabilities(kernel, A, "weights for inputs ~1e3", cross=cross, seed=5, scale=1e3)
 
 
-def obeys(kernel, A: Adapter, allow, what: str, cross=True) -> None:
-    """Keys the mask blocks get ~0 weight, in every head, and the rows still sum to 1."""
-    w = A.weights(A.build(kernel), A.inputs(A.batch(allow), cross=cross), allow)
+def obeys(kernel, A: Adapter, allow, what: str, cross=True, **mask) -> None:
+    """Keys the mask blocks get ~0 weight, in every head, and the rows still sum to 1. `mask`:
+    the mask as forward's keyword, in the exercise's own form; `allow` then says what it blocks."""
+    inputs = A.inputs(A.batch(allow), cross=cross)
+    w = A.weights(A.build(kernel), inputs, None if mask else allow, **mask)
     blocked = w.masked_select((allow == 0).expand(w.shape))
     checks.small(blocked, f"{A.prefix}weights on {what}", 1e-6)
     checks.rows_sum_to_one(w, f"{A.prefix}weights with {what} masked")
-
-
-def padded_keys_get_no_weight(kernel, A: Adapter, lengths: list[int]) -> None:
-    obeys(kernel, A, att.padding_allow(lengths, A.S), "padded keys")
 
 
 def per_sample_mask_broadcasts_over_heads(kernel, A: Adapter, last=3, causal=True) -> None:
@@ -66,52 +56,46 @@ def per_sample_mask_broadcasts_over_heads(kernel, A: Adapter, last=3, causal=Tru
     obeys(kernel, A, allow, "keys blocked per sample ([B, 1, T, S] mask, B == H)")
 
 
-def future_keys_get_no_weight(kernel, A: Adapter, allow=None) -> None:
-    obeys(kernel, A, att.causal_allow(A.T) if allow is None else allow, "future keys", cross=False)
-
-
 def padded_key_values_do_not_matter(kernel, A: Adapter, lengths: list[int], dtype=torch.bool):
     """Changing what sits at padded positions leaves the output (of real tokens) unchanged."""
     module, allow, inputs = A.build(kernel), att.padding_allow(lengths, A.S), A.inputs()
     noise = att.randn(A.B, A.S, A.E, seed=3, scale=10.0) * (allow[:, 0, 0] == 0)[..., None]
-    y1, _ = A.forward(module, inputs, allow.to(dtype))
+    noisy = (
+        (inputs[0] + noise,) if len(inputs) == 1 else (inputs[0], *(t + noise for t in inputs[1:]))
+    )
+    (y1, _), (y2, _) = A.forward_all(module, [(inputs, allow.to(dtype)), (noisy, allow.to(dtype))])
     if len(inputs) == 1:  # self-attention: padded tokens are queries too
-        y2, _ = A.forward(module, (inputs[0] + noise,), allow.to(dtype))
         real = allow[:, 0, 0]
         checks.same(y2[real], y1[real], f"real tokens' {A.output} after changing padded tokens")
         return
-    y2, _ = A.forward(module, (inputs[0], *(t + noise for t in inputs[1:])), allow.to(dtype))
     checks.same(y2, y1, f"{A.output} after changing padded keys and values")
 
 
 def mask_dtypes_agree(kernel, A: Adapter, allow, dtypes=(torch.int64,)) -> None:
     """The same mask as bool and as 0/1 of other dtypes gives the same output and weights."""
     module, inputs = A.build(kernel), A.inputs(A.batch(allow))
-    y, w = A.forward(module, inputs, allow)
-    for dtype in dtypes:
+    cases = [(inputs, allow)] + [(inputs, allow.to(dtype)) for dtype in dtypes]
+    (y, w), *others = A.forward_all(module, cases)
+    for dtype, (y2, w2) in zip(dtypes, others, strict=True):
         name = str(dtype).replace("torch.", "")
-        y2, w2 = A.forward(module, inputs, allow.to(dtype))
         checks.same(y2, y, f"{A.output} with a {name} 0/1 mask vs the bool mask")
         if w is not None:
             checks.same(w2, w, f"{A.prefix}weights with a {name} 0/1 mask vs the bool mask")
 
 
-def later_tokens(A: Adapter, module, x: torch.Tensor, t: int, allow=None, seed=9) -> None:
-    """Outputs up to position t do not move when tokens after t change; later ones do."""
+def later_tokens(kernel, A: Adapter, t=2, allow=None, module=None, x=None) -> None:
+    """Outputs up to position t do not move when tokens after t change; later ones do. By
+    default: a fresh module, the self-attention input, a [1, 1, T, T] causal mask."""
+    module = A.build(kernel) if module is None else module
+    x = A.inputs(cross=False)[0] if x is None else x
+    allow = att.causal_allow(A.T)[None, None] if allow is None else allow
     later = x.clone()
-    later[:, t + 1 :] += att.randn(x.shape[0], x.shape[1] - t - 1, x.shape[2], seed=seed, scale=3.0)
-    y1, _ = A.forward(module, (x,), allow)
-    y2, _ = A.forward(module, (later,), allow)
+    later[:, t + 1 :] += att.randn(x.shape[0], x.shape[1] - t - 1, x.shape[2], seed=9, scale=3.0)
+    (y1, _), (y2, _) = A.forward_all(module, [((x,), allow), ((later,), allow)])
     what = f"{A.output}[:, :{t + 1}] after changing tokens after t={t}"
     checks.same(y2[:, : t + 1], y1[:, : t + 1], what)
-    checks.differ(
-        y2[:, t + 1 :], y1[:, t + 1 :], f"{A.output} after t={t} (must change with its own tokens)"
-    )
-
-
-def future_tokens_do_not_change_the_past(kernel, A: Adapter, t=2, allow=None) -> None:
-    allow = att.causal_allow(A.T)[None, None] if allow is None else allow
-    later_tokens(A, A.build(kernel), A.inputs(cross=False)[0], t, allow)
+    after = f"{A.output} after t={t} (must change with its own tokens)"
+    checks.differ(y2[:, t + 1 :], y1[:, t + 1 :], after)
 
 
 def zero_input_is_finite(kernel, *adapters: Adapter) -> None:
@@ -128,26 +112,17 @@ def large_input_is_finite(kernel, *adapters: Adapter) -> None:
         checks.finite(y, f"{A.output} for inputs ~1e4")
 
 
-def fully_blocked_rows(kernel, A: Adapter, allow, exact=False, cross=True) -> None:
-    """Query rows whose keys are all blocked give a finite output and finite (`exact`: zero)
-    weights; the other rows still sum to 1."""
-    y, w = A.forward(A.build(kernel), A.inputs(A.batch(allow), cross=cross), allow)
-    checks.finite(y, f"{A.output} with a fully blocked query row")
+def fully_blocked_rows(kernel, A: Adapter, allow, exact=False, what="a fully blocked query row"):
+    """Query rows whose keys are all blocked (`what`: a row, a padded sample) give a finite
+    output and finite (`exact`: zero) weights; the other rows still sum to 1."""
+    y, w = A.forward(A.build(kernel), A.inputs(A.batch(allow)), allow)
+    checks.finite(y, f"{A.output} with {what}")
     if w is None:
         return
     empty = (allow == 0).all(dim=-1).expand(w.shape[:3])
     verdict = att.exactly_zero if exact else checks.finite
     verdict(w[empty], f"{A.prefix}weights of the fully blocked rows")
     checks.rows_sum_to_one(w[~empty], f"{A.prefix}weights of the rows that are not blocked")
-
-
-def fully_padded_sample(kernel, A: Adapter, allow, exact=False) -> None:
-    """Sample 1 has every key padded: a finite output and finite (`exact`: zero) weights."""
-    y, w = A.forward(A.build(kernel), A.inputs(), allow)
-    checks.finite(y, f"{A.output} with a fully padded sample")
-    if w is not None:
-        (att.exactly_zero if exact else checks.finite)(w[1], f"{A.prefix}weights of sample 1")
-        checks.rows_sum_to_one(w[0], f"{A.prefix}weights of sample 0")
 
 
 def parity(
@@ -170,6 +145,26 @@ def parity(
         checks.close(w, w_ref, f"{A.prefix}{kind}weights vs nn.MultiheadAttention")
 
 
+def twins_agree(kernel, A: Adapter, twin: Adapter, layers: dict, fixed=None, allow=None, seed=11):
+    """`twin`, loaded with A's randomised float64 weights and biases (each of its `layers` the
+    concatenation of A's listed ones; `fixed` tensors as given), gives A's output and weights."""
+    module = A.build(kernel)
+    state = A.randomise(module, F64)
+    tensors = {n: t.double() for n, t in (fixed or {}).items()}
+    for layer, sources in layers.items():
+        for kind in ("weight", "bias"):
+            tensors[f"{layer}.{kind}"] = torch.cat([state[f"{p}.{kind}"] for p in sources])
+    other = twin.build(kernel, seed=1)
+    att.require(other.state_dict(), list(tensors), twin.owner)
+    other.to(F64)
+    att.load(other, twin.owner, tensors)
+    x = A.inputs(cross=False, seed=seed, dtype=F64)
+    (y, w), (y2, w2) = A.forward(module, x, allow), twin.forward(other, x, allow)
+    checks.close(y2, y, f"{twin.output} vs {A.owner} with the same weights")
+    if w is not None:
+        checks.close(w2, w, f"{twin.prefix}weights vs {A.owner} with the same weights")
+
+
 def grad(kernel, A: Adapter, module, inputs: Inputs, allow, cotangent) -> dict:
     """d(sum(y * cotangent)) with respect to every input (and the module's parameters)."""
     target, args, kwargs = A.request(module, inputs, allow)
@@ -177,6 +172,18 @@ def grad(kernel, A: Adapter, module, inputs: Inputs, allow, cotangent) -> dict:
         target, args, kwargs, wrt=list(range(len(inputs))), cotangent=cotangent,
         output_path=[0] if A.returns_weights else [], params=not A.function,
     )  # fmt: skip
+
+
+def finite_gradients(kernel, A: Adapter, allow, what: str, seed=1) -> None:
+    """Backprop under a mask that blocks every key of some query (`what`) gives finite
+    gradients to every input and to every parameter that gets one."""
+    module, inputs = A.build(kernel), A.inputs(seed=seed)
+    grads = grad(kernel, A, module, inputs, allow, att.randn(A.B, A.T, A.E, seed=2))
+    for name, g in zip(A.args, grads["inputs"], strict=True):
+        checks.finite(checks.tensor(g, f"gradient of {name} {what}"), f"gradient of {name} {what}")
+    for name, g in grads["params"].items():
+        if g is not None:
+            checks.finite(g, f"gradient of {name} {what}")
 
 
 def gradients_reach(kernel, A: Adapter, allow=None, exact=False) -> None:
@@ -189,20 +196,16 @@ def gradients_reach(kernel, A: Adapter, allow=None, exact=False) -> None:
     grads = grad(kernel, A, module, inputs, allow, att.randn(A.B, A.T, A.E, seed=2))
     params = grads["params"]
     expected = [f"{p}.{k}" for p in A.layers for k in ("weight", "bias")] if exact else params
-    extra = sorted(set(params) - set(expected))
-    if extra:
-        raise Failed(
-            f"{A.owner} has unexpected parameters {', '.join(extra[:4])} (masks are buffers)"
-        )
-    missing = [n for n in expected if params.get(n) is None]
-    if missing:
+    if extra := sorted(set(params) - set(expected)):
+        listed = ", ".join(extra[:4])
+        raise Failed(f"{A.owner} has unexpected parameters {listed} (masks are buffers)")
+    if missing := [n for n in expected if params.get(n) is None]:
         raise Failed(f"no gradient reached {A.owner}.{', '.join(missing[:4])}")
     for name, g, x in zip(A.args, grads["inputs"], inputs, strict=False):
         checks.finite(checks.tensor(g, f"gradient of {name}", x.shape), f"gradient of {name}")
         if float(g.abs().max()) == 0:
             raise Failed(f"gradient of {name} is zero everywhere")
-    dead = [n for n in expected if n.endswith("weight") and float(params[n].abs().max()) == 0]
-    if dead:
+    if dead := [n for n in expected if n.endswith("weight") and float(params[n].abs().max()) == 0]:
         raise Failed(f"zero gradient for {A.owner}.{', '.join(dead)}")
 
 
@@ -210,8 +213,7 @@ def input_gradients_match_oracle(kernel, A: Adapter, allow=None, cross=False) ->
     """d(sum(y * r)) / d(inputs) match nn.MultiheadAttention's, in float64."""
     module = A.build(kernel)
     ref = A.oracle(module, F64)
-    inputs = A.inputs(cross=cross, dtype=F64)
-    r = att.randn(A.B, A.T, A.E, seed=2, dtype=F64)
+    inputs, r = A.inputs(cross=cross, dtype=F64), att.randn(A.B, A.T, A.E, seed=2, dtype=F64)
     grads = grad(kernel, A, module, inputs, allow, r)
     leaves = tuple(t.clone().requires_grad_(True) for t in inputs)
     y_ref, _ = ref(leaves, att.blocked(allow, A.B, A.T, inputs[-1].shape[1], A.H))
@@ -228,12 +230,9 @@ def eval_mode_ignores_dropout(kernel, *adapters: Adapter, p: float | None = 0.5)
         x, d = A.inputs(cross=False), A.dropout if p is None else p
         plain, _ = A.forward(A.build(kernel, dropout=0.0), x)
         noisy = A.build(kernel, dropout=p)
-        first, _ = A.forward(noisy, x, seed=1)
-        second, _ = A.forward(noisy, x, seed=2)
+        (first, _), (second, _) = A.forward(noisy, x, seed=1), A.forward(noisy, x, seed=2)
         checks.same(first, plain, f"eval-mode {A.output} with dropout {d} vs dropout 0")
-        checks.same(
-            second, first, f"{A.output} of two eval-mode calls with dropout {d} (RNG seeds 1, 2)"
-        )
+        checks.same(second, first, f"two eval-mode {A.output}s with dropout {d} (RNG seeds 1, 2)")
 
 
 def train_mode_applies_dropout(kernel, *adapters: Adapter, p: float | None = 0.5) -> None:
@@ -255,11 +254,9 @@ def split_heads_layout(kernel, A: Adapter) -> None:
         x = torch.arange(A.B * length * A.E, dtype=F32).reshape(A.B, length, A.E)
         xh = getattr(mha, split)(x)
         checks.tensor(xh, f"{split} of [B, {length}, E]", (A.B, A.H, length, dh))
-        for h in range(A.H):
-            if not torch.equal(xh[:, h], x[..., h * dh : (h + 1) * dh]):
-                raise Failed(
-                    f"{split}: head {h} does not hold channels {h * dh}..{(h + 1) * dh - 1}"
-                )
+        for h, first in enumerate(range(0, A.E, dh)):
+            if not torch.equal(xh[:, h], x[..., first : first + dh]):
+                raise Failed(f"{split}: head {h} does not hold channels {first}..{first + dh - 1}")
 
 
 def merge_heads_inverts_split(kernel, A: Adapter) -> None:

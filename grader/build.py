@@ -63,8 +63,9 @@ def scaffold(solution: nbformat.NotebookNode, where: str = "<notebook>") -> nbfo
 
 
 def build_scaffolds(root: Path, check: bool = False) -> list[str]:
-    """Write (or, with `check`, compare) every scaffold; returns one line per stale file."""
-    lines = []
+    """Write (or, with `check`, compare) every scaffold, and, in the grader's own tree, the
+    catalog index `grade list` reads (see grader.catalog); returns one line per stale file."""
+    lines = _build_index(root, check)
     solutions = sorted((root / "solutions").glob("*.ipynb"))
     if not solutions:
         raise NotebookError(root / "solutions", "no solution notebooks found")
@@ -84,3 +85,20 @@ def build_scaffolds(root: Path, check: bool = False) -> list[str]:
             target.write_text(text)
             lines.append(f"wrote {target}")
     return lines
+
+
+def _build_index(root: Path, check: bool) -> list[str]:
+    from grader.catalog import INDEX, index_text
+    from grader.exercise import builtin_exercises
+
+    folder = builtin_exercises()
+    if (root / "exercises").resolve() != folder:
+        return []  # another project: its exercises are loaded with --exercises
+    target = folder / INDEX
+    text = index_text(folder)
+    if target.exists() and target.read_text() == text:
+        return []
+    if check:
+        return [f"{target}: out of date with the suites; run `grade build`"]
+    target.write_text(text)
+    return [f"wrote {target}"]

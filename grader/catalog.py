@@ -1,15 +1,26 @@
 """`grade list`: the catalog of exercises, broken folders included (with the reason), and
-where each was loaded from."""
+where each was loaded from.
+
+Loading the suites imports torch (seconds), which listing them should not cost: `grade
+build` writes the built-in folder's catalog to an index (`exercises/catalog.json`) with a
+digest of every Python file in the folder, and `grade list` reads the index instead of
+the suites while the digest still matches (an edited suite, or a folder given with
+--exercises, is loaded as before).
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from grader.exercise import Catalog, exercises_folders, load_catalog
+from grader.exercise import Catalog, builtin_exercises, exercises_folders, load_catalog
+
+INDEX = "catalog.json"
 
 
 @dataclass(frozen=True)
@@ -29,8 +40,13 @@ class CatalogRow:
 
 
 def catalog_rows(catalog: Catalog | None = None) -> list[CatalogRow]:
-    """One row per exercise, then one per broken folder."""
-    catalog = load_catalog() if catalog is None else catalog
+    """One row per exercise, then one per broken folder (from the index, when there is
+    one and it matches the suites, see the module docstring)."""
+    if catalog is None:
+        indexed = indexed_rows()
+        if indexed is not None:
+            return indexed
+        catalog = load_catalog()
     rows = [
         CatalogRow(
             e.id,
@@ -48,6 +64,42 @@ def catalog_rows(catalog: Catalog | None = None) -> list[CatalogRow]:
         CatalogRow(folder, broken=problem) for folder, problem in sorted(catalog.broken.items())
     ]
     return rows
+
+
+def sources_digest(folder: Path) -> str:
+    """A digest of every Python file under `folder` (names and contents)."""
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*.py")):
+        if "__pycache__" not in path.parts:
+            digest.update(f"{path.relative_to(folder).as_posix()}\0".encode())
+            digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def index_text(folder: Path) -> str:
+    """The index of the built-in `folder` (its catalog, exercise folders by name)."""
+    rows = [
+        replace(row, folder=Path(row.folder).name if row.folder else "")
+        for row in catalog_rows(load_catalog())
+    ]
+    index = {"sources": sources_digest(folder), "rows": [asdict(row) for row in rows]}
+    return json.dumps(index, indent=1) + "\n"
+
+
+def indexed_rows() -> list[CatalogRow] | None:
+    """The catalog from the built-in folder's index; None when other folders are in use,
+    or the index is missing or does not match the folder's sources."""
+    folder = builtin_exercises()
+    if [f.resolve() for f in exercises_folders()] != [folder]:
+        return None
+    try:
+        index = json.loads((folder / INDEX).read_text())
+        if index.get("sources") != sources_digest(folder):
+            return None
+        rows = [CatalogRow(**row) for row in index["rows"]]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+    return [replace(row, folder=str(folder / row.folder) if row.folder else "") for row in rows]
 
 
 def source_line() -> str:

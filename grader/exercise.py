@@ -51,7 +51,7 @@ class Check:
 class Watch:
     """The torch built-ins an exercise asks candidates not to use, as the grader watches
     for them in the kernel while hidden tests run, and how its messages name them. The
-    grader knows no topic: each exercise brings its own (see exercises/_builtins.py).
+    grader knows no topic: each exercise brings its own (see exercises/_attention.py).
 
     - `what`: the topic, for messages ("built-in attention in the source").
     - `functions`: torch function names a TorchFunctionMode records on the test's thread.

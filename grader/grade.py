@@ -3,8 +3,9 @@ score, and return the report."""
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import grader
@@ -31,8 +32,9 @@ def grade_notebook(
     limits: Limits | None = None,
     catalog: dict[str, Exercise] | None = None,
     exercises: str | Path | None = None,
+    notebook: Notebook | None = None,
 ) -> GradeReport:
-    """Grade one notebook file.
+    """Grade one notebook file (`notebook`: the file as already read, if it was).
 
     Raises:
         GraderError: the notebook cannot be graded at all (bad file, unknown or broken
@@ -45,18 +47,33 @@ def grade_notebook(
     """
     started = time.monotonic()
     limits = limits or Limits()
-    notebook = read_notebook(path)
+    notebook = notebook or read_notebook(path)
     if catalog is None:
         use_exercises(exercises)
     deadline = started + limits.total_timeout
     # The kernel boots while the suites (and torch) load here: two seconds saved.
-    with Session(notebook.code_cells, limits, deadline) as session:
+    with Session(notebook.code_cells, limits, deadline) as session, _one_torch_thread():
         chosen = find_exercise(notebook, load_catalog() if catalog is None else catalog, exercise)
         session.prepare(chosen.watch.kernel_config(), allowed_packages(chosen))
         tests = _run_suite(chosen, session, limits, deadline)
         cells, restarts = session.cells, session.restarts
     duration = time.monotonic() - started
     return build_report(chosen, notebook, tests, cells, restarts, duration, session.findings)
+
+
+@contextlib.contextmanager
+def _one_torch_thread() -> Iterator[None]:
+    """The grader's own torch on one thread while it grades: verdicts compute with small
+    tensors, for which waking a thread pool costs more than the work (milliseconds per op
+    on some machines). Imported here, once the kernel is launched."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _run_suite(exercise: Exercise, session: Session, limits: Limits, deadline: float) -> list:

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import torch
 
 from grader.kernel.channel import Request
-from grader.outcomes import CandidateRaised
+from grader.outcomes import CandidateRaised, NoAnswer
 from grader.records import Finding
 
 
@@ -92,15 +92,28 @@ class Kernel:
         seed: int | None = None,
     ) -> Any:
         """Call `target.method(*args, **kwargs)` (or `target(...)`) in the kernel."""
-        request: Request = {
-            "op": "call",
-            "target": target,
-            "method": method,
-            "args": _wire(list(args)),
-            "kwargs": _wire(kwargs),
-            "seed": seed,
-        }
-        return self._answer(request, label)
+        return self._answer(_request(target, method, args, kwargs, seed), label)
+
+    def many(self, remote: Remote, calls: Sequence[tuple[tuple[Any, ...], dict[str, Any]]]) -> list:
+        """Call `remote` once per (args, kwargs) in `calls`, all in one request, and return
+        the results in order (the kernel stops at the first call that raises, which is
+        raised here as `CandidateRaised`)."""
+        label = remote.call_label
+        requests = [_request(remote.target, None, a, k, remote.seed) for a, k in calls]
+        answer = self.session.call({"op": "batch", "requests": list(requests)})
+        answers = answer.get("answers")
+        if not isinstance(answers, list) or not answers or len(answers) > len(requests):
+            raise NoAnswer("a batch answered with something else")
+        results = []
+        for item in answers:
+            if not isinstance(item, dict):
+                raise NoAnswer("a batch answered with something else")
+            if "raised" in item:
+                raise CandidateRaised(label, item["raised"])
+            results.append(self._unwire(item.get("value"), label))
+        if len(results) < len(requests):
+            raise NoAnswer("a batch answered fewer calls than it asked")
+        return results
 
     def grad(
         self,
@@ -187,9 +200,13 @@ class Remote:
         draws in train mode is reproducible): ``mha.seeded(3)(x)``."""
         return Remote(self.kernel, self.target, self.label, self.type_name, seed)
 
+    @property
+    def call_label(self) -> str:
+        """How a call of this object is named in messages (a module's is its forward)."""
+        return self.label if "." in self.label or not self.type_name else f"{self.label}.forward"
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        label = self.label if "." in self.label or not self.type_name else f"{self.label}.forward"
-        return self.kernel.call(self.target, None, args, kwargs, label, seed=self.seed)
+        return self.kernel.call(self.target, None, args, kwargs, self.call_label, seed=self.seed)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
@@ -203,6 +220,23 @@ class Remote:
 
     def __repr__(self) -> str:
         return f"<remote {self.label}>"
+
+
+def _request(
+    target: dict[str, Any],
+    method: str | None,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    seed: int | None,
+) -> Request:
+    return {
+        "op": "call",
+        "target": target,
+        "method": method,
+        "args": _wire(list(args)),
+        "kwargs": _wire(kwargs),
+        "seed": seed,
+    }
 
 
 def _wire(value: Any) -> Any:

@@ -63,8 +63,12 @@ class AnswerLog:
     def call(self, request: Request, timeout: float | None = None) -> dict[str, Any]:
         """Forward the request; note the kind of the answer."""
         answer = self.session.call(request, timeout)
-        if "raised" not in answer and not self.loose:
-            self.loose = _chosen_by_candidate(request, answer.get("value"))
+        pairs = [(request, answer)]
+        if request.get("op") == "batch" and isinstance(answer.get("answers"), list):
+            pairs = list(zip(request.get("requests", []), answer["answers"], strict=False))
+        for asked, given in pairs:
+            if isinstance(given, dict) and "raised" not in given and not self.loose:
+                self.loose = _chosen_by_candidate(asked, given.get("value"))
         return answer
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from grader import catalog
 from grader.cli import format_size, grading_parser, main, parse_size
 from grader.exercise import load_catalog
 from grader.limits import Limits
@@ -132,6 +133,7 @@ def broken_exercises(tmp_path, monkeypatch):
     package = exercises_package(tmp_path / "lib", monkeypatch, suites)
     for module in ("grader.catalog", "grader.grade"):
         monkeypatch.setattr(f"{module}.load_catalog", lambda: load_catalog(package))
+    monkeypatch.setattr("grader.catalog.indexed_rows", lambda: None)  # not the built-in index
     yield
     forget_package(tmp_path / "lib")
 
@@ -154,6 +156,34 @@ def test_list_shows_broken_exercises_with_the_reason(capsys, broken_exercises, a
 def test_build_check_passes_on_this_checkout(capsys):
     code, _, _ = _run(capsys, "build", "--check", "--root", str(ROOT))
     assert code == 0
+
+
+def test_list_reads_the_index_while_it_matches_the_suites(monkeypatch):
+    indexed = catalog.indexed_rows()
+    assert indexed is not None and indexed == catalog.catalog_rows(load_catalog())
+    monkeypatch.setattr(catalog, "sources_digest", lambda folder: "an edited suite")
+    assert catalog.indexed_rows() is None  # stale: the suites are loaded instead
+    assert {r.id for r in catalog.catalog_rows()} == {r.id for r in indexed}
+
+
+def test_build_check_fails_on_a_stale_index(capsys, monkeypatch):
+    monkeypatch.setattr(catalog, "sources_digest", lambda folder: "an edited suite")
+    code, _, err = _run(capsys, "build", "--check", "--root", str(ROOT))
+    assert code == 1 and "catalog.json: out of date with the suites" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--help"], ["list"], ["list", "--json"], ["no-such.ipynb"], ["--bogus"], ["x.ipynb", "-j"]],
+)
+def test_what_grades_nothing_never_imports_torch(argv):
+    code = (
+        "import sys\nfrom grader.cli import main\n"
+        f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+        "print('torch' in sys.modules, file=sys.stderr)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.stderr.strip().splitlines()[-1] == "False", done.stderr
 
 
 def test_build_check_fails_on_a_stale_scaffold(tmp_path, capsys):

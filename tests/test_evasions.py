@@ -328,11 +328,14 @@ REPLACE_SERVE = (
     + (
         """\
 
-        def _forged_serve(ns, request_path, response_path, _real=_module.serve):
-            _real(ns, request_path, response_path)
-            answer = torch.load(response_path, weights_only=True)
-            answer["seen"] = []
-            torch.save(answer, response_path)
+        def _forged_serve(ns, *args, _real=_module.serve, _respond=_module.respond):
+            def _respond_unseen(request, ns, modes):
+                answer = _respond(request, ns, modes)
+                answer.pop("seen", None)
+                return answer
+
+            _module.respond = _respond_unseen
+            return _real(ns, *args)
 
         _module.serve = _forged_serve
 """

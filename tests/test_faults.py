@@ -131,15 +131,28 @@ def from_scratch_runtime_names(call: str) -> Callable[[dict], None]:
     return expect
 
 
-def crashed_and_ctypes_seen(report: dict) -> None:
-    bad = {k: v for k, v in statuses(report).items() if v != "passed"}
-    assert bad == {
-        "single_token_and_batch_of_one": "crashed",
-        "no_builtin_attention_at_run_time": "failed",
-        "no_builtin_attention_in_source": "failed",
-    }, bad
-    assert "ctypes" in message(report, "no_builtin_attention_at_run_time")
-    assert "ctypes" in message(report, "no_builtin_attention_in_source")
+def one_test_and_from_scratch(
+    test: str, status: str, text: str = "", scratch: str = ""
+) -> Callable[[dict], None]:
+    """`test` does not pass (with this status, its message saying `text`), nor do the two
+    from-scratch tests (their messages saying `scratch`); everything else passes."""
+
+    def expect(report: dict) -> None:
+        bad = {k: v for k, v in statuses(report).items() if v != "passed"}
+        from_scratch = ("no_builtin_attention_at_run_time", "no_builtin_attention_in_source")
+        assert bad == {test: status, **dict.fromkeys(from_scratch, "failed")}, bad
+        assert text in message(report, test)
+        assert all(scratch in message(report, name) for name in from_scratch)
+
+    return expect
+
+
+crashed_and_ctypes_seen = one_test_and_from_scratch(
+    "single_token_and_batch_of_one", "crashed", scratch="ctypes"
+)
+# A forged frame on the call channel costs the call it lands in, nothing after it; the
+# frame walk that found the channel is machinery.
+forged_frame = one_test_and_from_scratch("single_token_and_batch_of_one", "error", "out of step")
 
 
 def all_but_the_source_scan(text: str) -> Callable[[dict], None]:
@@ -565,33 +578,30 @@ FAULTS = [
         ),
     ),
     Fault(
-        "removes_the_transport_folder_from_a_shell",
-        all_but_the_source_scan("subprocess"),
+        "redirects_the_call_channel",  # the grader sees it from /proc, outside the kernel
+        no_credit("tamper", "redirected the grader's"),
         cells=(
-            "import os, subprocess\n"
-            "subprocess.run(['rm', '-rf', os.path.join(os.path.dirname(os.getcwd()), 'io')])",
-        ),
-        exit_code=1,
-    ),
-    Fault(
-        "removes_the_transport_folder_from_python",
-        no_credit("hidden", "io"),
-        cells=(
-            "import os, shutil\nshutil.rmtree(os.path.join(os.path.dirname(os.getcwd()), 'io'))",
+            "import os, stat\nnull = os.open('/dev/null', os.O_RDWR)\n"
+            "for fd in range(3, 1024):\n    try:\n"
+            "        if stat.S_ISFIFO(os.fstat(fd).st_mode):\n            os.dup2(null, fd)\n"
+            "    except OSError:\n        pass",
         ),
     ),
     Fault(
-        "plants_symlinks_at_transport_paths",  # outside the sandbox's reach: the notebook
-        all_but_the_source_scan("subprocess"),
-        cells=(
-            "import os, subprocess\nio = os.path.join(os.path.dirname(os.getcwd()), 'io')\n"
-            "target = os.path.join(os.environ['TMPDIR'], '..', "
-            "'plants_symlinks_at_transport_paths', 'submission.ipynb')\n"
-            "for i in range(1, 400):\n"
-            "    for kind in ('request', 'answer'):\n"
-            "        subprocess.run(['ln', '-s', target, f'{io}/{kind}-{i}.pt'])",
+        "writes_forged_frames_during_a_call",  # out of step: no answer, then a fresh loop
+        forged_frame,
+        replace=(
+            (
+                FORWARD,
+                "        import os, struct, sys\n        if x.shape[1] == 1:\n"
+                "            frame = sys._getframe(1)\n"
+                "            while frame is not None and '_answers' not in frame.f_locals:\n"
+                "                frame = frame.f_back\n"
+                "            if frame is not None:\n"
+                "                os.write(frame.f_locals['_answers'], struct.pack('<QQ', 999, 2) + b'{}')\n"
+                + FORWARD,
+            ),
         ),
-        exit_code=1,
     ),
     Fault(
         "replaces_the_answer_file_with_a_fifo",
@@ -684,12 +694,8 @@ FAULTS = [
         replace=((RETURN, "        return torch.zeros(1).expand(2**31), None\n"),),
     ),
     Fault(
-        "forges_a_stride_zero_answer",  # past the shim: the grader's own bound holds
-        lambda r: (
-            None
-            if any("more than the grader accepts" in t["message"] for t in r["tests"])
-            else pytest.fail(str(r["tests"][:3]))
-        ),
+        "forges_a_stride_zero_answer",  # the shim's encoder replaced: the wire's bound holds
+        not_stubs("too large"),
         cells=(FORGE_A_VIEW,),
     ),
     Fault(

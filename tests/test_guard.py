@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.exercises._builtins import ATTENTION
+from grader.exercises._attention import ATTENTION
 from grader.kernel import Session
 from grader.kernel.launch import environment_changes, grader_folders, kernel_path
 from grader.limits import Limits
@@ -189,10 +189,11 @@ def test_redirecting_the_record_channel_is_tampering():
         "import os, stat\nnull = os.open('/dev/null', os.O_WRONLY)\n"
         "for fd in range(3, 1024):\n    try:\n"
         "        if stat.S_ISFIFO(os.fstat(fd).st_mode):\n            os.dup2(null, fd)\n"
-        "    except OSError:\n        pass\ndef f():\n    return 1",
-        call="f",
+        "    except OSError:\n        pass",
     )
     assert "tamper" in kinds(session)
+    tampered = " ".join(kinds(session)["tamper"])
+    assert "record channel" in tampered and "call channel" in tampered, tampered
 
 
 @pytest.mark.kernel

@@ -3,75 +3,176 @@ what it passes to it, and how a stopping signal waits for cleanup."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
-from pathlib import Path
+import time
 
 import pytest
 import torch
 
 from grader import signals
-from grader.kernel import channel, launch, sandbox
-from grader.kernel.channel import read_answer as _read_answer
-from grader.outcomes import NoAnswer
+from grader.kernel import launch, sandbox, wire
+from grader.kernel import session as session_module
+from grader.kernel.channel import Channel
+from grader.kernel.session import read_answer
+from grader.outcomes import NoAnswer, Status
 from grader.records import Finding, RecordReader
 
 
-def _answer_file(tmp_path: Path, value: object) -> Path:
-    path = tmp_path / "answer.pt"
-    torch.save(value, path)
-    return path
+def _read(value: object) -> dict:
+    return read_answer(wire.pack(value))
 
 
-def test_a_plain_answer_is_read(tmp_path):
-    answer = _read_answer(_answer_file(tmp_path, {"value": (torch.ones(2, 3), 4, "x")}))
-    assert answer is not None and torch.equal(answer["value"][0], torch.ones(2, 3))
+def _forged(structure: object, blob: bytes = b"") -> bytes:
+    """A payload as a kernel could write it by hand: any structure, any bytes."""
+    data = json.dumps(structure).encode()
+    return len(data).to_bytes(4, "little") + data + blob
 
 
-def test_a_missing_answer_is_none(tmp_path):
-    assert _read_answer(tmp_path / "absent.pt") is None
+def test_a_plain_answer_is_read():
+    answer = _read({"value": (torch.ones(2, 3), 4, "x", torch.float64, torch.Size([2]))})
+    value = answer["value"]
+    assert torch.equal(value[0], torch.ones(2, 3)) and value[1:] == (4, "x", torch.float64, (2,))
 
 
-def test_a_stride_zero_view_is_counted_at_its_full_size(tmp_path):
+def test_every_dtype_crosses_the_wire_unchanged():
+    for dtype in wire.wire_dtypes().values():
+        tensor = (torch.arange(6) % 2).to(dtype).reshape(2, 3)
+        assert torch.equal(_read({"value": tensor})["value"], tensor), dtype
+    assert _read({"value": torch.zeros(0, 3)})["value"].shape == (0, 3)
+
+
+def test_a_tensor_that_claims_more_bytes_than_it_holds_is_refused():
+    forged = _forged({"d": {"value": {"T": ["float32", [2**20], 0, 4, [1]]}}}, b"\0" * 4)
+    with pytest.raises(NoAnswer, match="do not match its shape"):
+        read_answer(forged)
+
+
+def test_a_tensors_layout_crosses_and_a_stride_zero_view_counts_at_its_full_size():
+    transposed = torch.randn(2, 12, 5).transpose(1, 2)
+    value = _read({"value": transposed})["value"]
+    assert torch.equal(value, transposed) and value.stride() == transposed.stride()
     view = torch.zeros(1).expand(2**31)  # 4 bytes of storage, 8 GiB once used
-    path = _answer_file(tmp_path, {"value": view})
-    assert path.stat().st_size < 10_000
+    payload = wire.pack({"value": view})
+    assert len(payload) < 200
     with pytest.raises(NoAnswer, match="more than the grader accepts"):
-        _read_answer(path)
+        read_answer(payload)
 
 
-def test_many_small_tensors_add_up(tmp_path):
-    base = torch.zeros(1024, 1024)
-    tensors = [base[:] for _ in range(20)]  # one 4 MiB storage in the file, 80 MiB in use
+def test_many_tensors_add_up():
+    entry = {"T": ["float32", [1024, 1024], 0, 4 * 2**20, [1024, 1]]}
+    forged = _forged({"d": {"value": [entry] * 20}}, b"\0" * 4 * 2**20)
     with pytest.raises(NoAnswer, match="more than the grader accepts"):
-        _read_answer(_answer_file(tmp_path, {"value": tensors}))
+        read_answer(forged)
 
 
-def test_a_large_structure_is_refused_before_it_is_built(tmp_path, monkeypatch):
-    monkeypatch.setattr(channel, "MAX_STRUCTURE_BYTES", 1000)
+def test_a_large_structure_is_refused_before_it_is_built(monkeypatch):
+    monkeypatch.setattr(session_module, "MAX_STRUCTURE_BYTES", 1000)
     with pytest.raises(NoAnswer, match="structure is too large"):
-        _read_answer(_answer_file(tmp_path, {"value": list(range(5000))}))
+        _read({"value": list(range(5000))})
 
 
-def test_a_deeply_nested_answer_is_refused(tmp_path):
+def test_a_deeply_nested_answer_is_refused():
     value: object = 1
     for _ in range(40):
         value = [value]
     with pytest.raises(NoAnswer, match="nested too deeply"):
-        _read_answer(_answer_file(tmp_path, {"value": value}))
+        _read({"value": value})
 
 
-def test_an_oversized_file_is_not_read(tmp_path, monkeypatch):
-    monkeypatch.setattr(channel, "MAX_ANSWER_BYTES", 100)
-    with pytest.raises(NoAnswer, match="sane size"):
-        _read_answer(_answer_file(tmp_path, {"value": torch.zeros(100)}))
+def test_a_garbled_answer_is_the_candidates_doing():
+    for garbled in (b'\x03\0\0\0{"d', _forged({"x": 1, "y": 2}), _forged({"dtype": "evil"})):
+        with pytest.raises(NoAnswer):
+            read_answer(garbled)
 
 
-def test_a_garbled_answer_is_the_candidates_doing(tmp_path):
-    path = tmp_path / "answer.pt"
-    path.write_bytes(b"PK\x03\x04 not really a zip")
-    with pytest.raises(NoAnswer, match="unreadable answer"):
-        _read_answer(path)
+def test_no_pickle_crosses_the_wire():
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("true",))
+
+    with pytest.raises(wire.WireError, match="does not carry .*Evil"):
+        wire.pack({"value": Evil()})
+
+
+class Kernel:
+    """The kernel's ends of a call channel, played by this process."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.requests, self.answers = (os.dup(fd) for fd in channel.kernel_fds)
+        self.alive = True
+        channel.launched(None, lambda: self.alive)
+
+    def write(self, data: bytes) -> None:
+        os.write(self.answers, data)
+
+    def frame(self, sequence: int, value: object) -> bytes:
+        payload = wire.pack(value)
+        return wire.WIRE_HEADER.pack(sequence, len(payload)) + payload
+
+    def close(self) -> None:
+        os.close(self.requests)
+        os.close(self.answers)
+
+
+@pytest.fixture
+def pipes():
+    channel = Channel()
+    kernel = Kernel(channel)
+    yield channel, kernel
+    channel.close()
+    with contextlib.suppress(OSError):
+        kernel.close()
+
+
+def test_a_fresh_loop_skips_what_an_interrupted_one_left(pipes):
+    channel, kernel = pipes
+    soon = time.monotonic() + 5
+    kernel.write(kernel.frame(1, {"value": "late"})[:30])  # half an old answer
+    kernel.write(b"TOKEN" + kernel.frame(1, {"value": "fresh"}))
+    assert channel.resync(b"TOKEN", soon).status == Status.PASSED
+    assert channel.send(wire.pack({"op": "call"}), soon).status == Status.PASSED
+    answer = channel.receive(soon)
+    assert read_answer(answer.payload) == {"value": "fresh"}
+
+
+def test_an_answer_out_of_step_or_too_long_is_an_error(pipes):
+    channel, kernel = pipes
+    soon = time.monotonic() + 5
+    channel.send(b"x", soon)
+    kernel.write(kernel.frame(7, {"value": 1}))
+    assert channel.receive(soon).message == "an answer out of step with its request"
+    kernel.write(b"T")  # a fresh loop
+    channel.resync(b"T", soon)
+    channel.send(b"x", soon)
+    kernel.write(wire.WIRE_HEADER.pack(2, 2**40))
+    assert "more than the grader reads" in channel.receive(soon).message
+
+
+def test_no_answer_in_time_is_a_timeout_and_a_dead_kernel_a_crash(pipes, monkeypatch):
+    monkeypatch.setattr("grader.kernel.channel.EXIT_SECONDS", 0.2)
+    channel, kernel = pipes
+    started = time.monotonic()
+    assert channel.receive(started + 0.2).status == Status.TIMEOUT
+    assert 0.2 <= time.monotonic() - started < 2
+    kernel.close()  # then it dies: the pipes close a moment before it is gone
+    kernel.alive = False
+    assert channel.receive(time.monotonic() + 5).status == Status.CRASHED
+    assert channel.send(b"x" * 10, time.monotonic() + 5).status == Status.CRASHED
+
+
+def test_a_kernel_that_closes_its_ends_itself_is_out_of_step_for_good(pipes, monkeypatch):
+    monkeypatch.setattr("grader.kernel.channel.EXIT_SECONDS", 0.2)
+    channel, kernel = pipes
+    kernel.close()
+    closed = channel.receive(time.monotonic() + 5)
+    assert (closed.status, closed.message) == (Status.ERROR, "the kernel closed the call channel")
+    started = time.monotonic()  # from now on, at once
+    assert channel.send(b"x", started + 5).status == Status.ERROR
+    assert channel.resync(b"T", started + 5).status == Status.ERROR
+    assert time.monotonic() - started < 0.1
 
 
 def test_the_kernel_environment_is_an_allow_list(tmp_path, monkeypatch):

@@ -132,6 +132,18 @@ def test_calls_travel_as_tensors_and_objects_stay_remote(kernel):
     assert torch.equal(kernel.get("double")(x), 2 * x)
 
 
+def test_many_calls_in_one_request(kernel):
+    module = kernel.new("Scale", 3)
+    module.eval()
+    calls_before = kernel.session.calls
+    ones, twos = kernel.many(module, [((torch.ones(3),), {}), ((2 * torch.ones(3),), {})])
+    assert torch.equal(ones, torch.full((3,), 3.0)) and torch.equal(twos, torch.full((3,), 6.0))
+    assert kernel.session.calls == calls_before + 1
+    broken = kernel.get("broken")
+    with pytest.raises(CandidateRaised, match="broken raised AttributeError"):
+        kernel.many(broken, [((torch.ones(1),), {}), ((torch.ones(2),), {})])
+
+
 def test_a_seeded_call_draws_the_same_dropout_every_time(kernel):
     module = kernel.new("Scale", 1)
     x = torch.ones(4, 3)

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import nbformat
 import pytest
 
 from grader.errors import NotebookError
+from grader.imports import FORMAT_CHECKER_EXTRAS, hidden
 from grader.notebook import defined_names, read_notebook
 
 
@@ -93,3 +97,27 @@ def test_defined_names_skips_cells_that_do_not_parse():
         "%matplotlib inline\nimport torch\ndef g():\n    pass",
     ]
     assert defined_names(sources) == {"A", "x", "g"}
+
+
+def test_hidden_modules_import_as_missing_only_inside_the_block(tmp_path, monkeypatch):
+    (tmp_path / "optional_extra.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with hidden(["optional_extra"]), pytest.raises(ModuleNotFoundError):
+        import optional_extra  # noqa: F401
+    import optional_extra
+
+    assert optional_extra.VALUE == 1
+    sys.modules.pop("optional_extra")
+
+
+def test_nbformat_is_read_without_the_format_checker_extras(tmp_path):
+    # a stand-in for jsonschema's slow optional extra: it says when it is imported
+    (tmp_path / "rfc3987_syntax.py").write_text("import sys\nprint('imported', file=sys.stderr)\n")
+    code = (
+        "import sys\nimport grader.notebook\nprint('read', file=sys.stderr)\n"
+        "import rfc3987_syntax\n"  # afterwards, it imports as usual
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.stderr.split() == ["read", "imported"], done.stderr
+    assert "rfc3987_syntax" in FORMAT_CHECKER_EXTRAS

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from grader.exercise import load_catalog
-from grader.exercises._builtins import ATTENTION, FORBIDDEN
+from grader.exercises._attention import ATTENTION, FORBIDDEN
 from grader.notebook import read_notebook
 from grader.scan import _CHECK_NAME, _parse, scan, scan_cells
 

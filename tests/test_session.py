@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
+from grader.kernel import wire
 from grader.kernel.cells import CellRun, Execution
-from grader.kernel.channel import Channel
 from grader.kernel.session import Session
 from grader.limits import Limits
-from grader.outcomes import CallTimeout, KernelCrashed, Status
+from grader.outcomes import CallTimeout, KernelCrashed, NoAnswer, Status
 
 
 class FakeProcess:
-    """Plays a kernel process: `quick` and `execute` give the scripted statuses in turn
-    (then PASSED); `settles` says whether an interrupt takes."""
+    """Plays a kernel process: `call` and `execute` give the scripted statuses in turn
+    (then PASSED, a call answering None); `settles` says whether an interrupt takes."""
 
     def __init__(self, log: list[str], script: list[Status], settles: bool = True) -> None:
         self.log = log
@@ -33,9 +33,9 @@ class FakeProcess:
     def _next(self, what: str) -> Execution:
         status = self.script.pop(0) if self.script else Status.PASSED
         self.log.append(f"{what}:{status.value}")
-        return Execution(status=status)
+        return Execution(status=status, answer=wire.pack({"value": None}))
 
-    def quick(self, code: str, timeout: float) -> Execution:
+    def call(self, payload: bytes, timeout: float) -> Execution:
         return self._next("call")
 
     def execute(self, source: str, timeout: float, keep_output: bool) -> Execution:
@@ -57,7 +57,6 @@ def session_with(tmp_path: Path, *scripts: list[Status], settles: bool = True, *
     """A session whose kernels are fake: the first runs `scripts[0]`, each fresh one the
     next script (or nothing)."""
     session = Session([(0, "a"), (1, "b"), (2, "c")], Limits(**limits))
-    session._channel = Channel(tmp_path)
     log: list[str] = []
     queue = list(scripts)
 
@@ -132,3 +131,12 @@ def test_past_the_deadline_nothing_is_restarted(tmp_path):
     assert "start" not in log[1:] and session.restarts == 0
     with pytest.raises(CallTimeout, match="grading passed"):  # and no kernel is left to call
         session.call({"op": "call"})
+
+
+def test_an_answer_out_of_step_interrupts_and_is_no_answer(tmp_path):
+    session, log = session_with(tmp_path, [Status.ERROR])
+    with pytest.raises(NoAnswer):
+        session.call({"op": "call"})
+    assert log == ["start", "call:error", "interrupt", "settled:True"]
+    assert session.calls == 1 and session.restarts == 0
+    assert session.call({"op": "call"}) == {"value": None}

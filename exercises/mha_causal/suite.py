@@ -2,26 +2,19 @@
 ways: one head (`CausalAttention`), stacked heads (`MultiHeadAttentionWrapper`) and split
 weights with an output projection (`MultiHeadAttention`). The causal mask is a registered
 buffer, 1 = blocked; there is no mask argument and no row is ever fully blocked.
-
-Most tests use d_in != d_out (5 -> 12), H = 3 heads of width 4, B = 2, T = 7 and
-context_length = 10, so head layout, scaling and mask-slicing bugs show; one test has B == H.
 """
 
-import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from grader import checks
-from grader.checks import Failed
-from grader.exercise import Exercise
 from grader.exercises import _attention as att
 from grader.exercises import _shared as lib
-from grader.exercises._attention import F32, F64
-from grader.exercises._builtins import ATTENTION, FORBIDDEN
 
-exercise = Exercise(
+exercise = att.exercise(
     id="mha_causal",
     title="Causal multi-head attention: one head, stacked heads, split weights",
     seed="004_0190f833cb27afa1",
@@ -36,15 +29,12 @@ exercise = Exercise(
         "from scratch",
     ],
     defines=("CausalAttention", "MultiHeadAttentionWrapper", "MultiHeadAttention"),
-    watch=ATTENTION,
-    forbidden=FORBIDDEN,
 )
 
-# B, H, T, head_dim all differ and d_in != d_out; T < CTX, so the mask must be cut to T x T.
+# d_in != d_out (5 -> 12), 3 heads of width 4, B = 2, T = 7 < context_length = 10 (the mask
+# must be cut to T x T): head layout, scaling and mask-slicing bugs show. One test has B == H.
 D_IN, D_OUT, H, B, T, CTX = 5, 12, 3, 2, 7, 10
-HD = D_OUT // H
 QKV = ("W_query", "W_key", "W_value")
-WRAPPER_NAME = "MultiHeadAttentionWrapper"
 
 
 def table(rows: str) -> torch.Tensor:
@@ -63,7 +53,6 @@ SEED_WRAPPER = table(
 SEED_SPLIT = table(
     "0.3190 0.4858; 0.2943 0.3897; 0.2856 0.3593; 0.2693 0.3873; 0.2639 0.3928; 0.2575 0.4028"
 )
-GPT2_PARAMETERS = 4 * (768 * 768 + 768)  # W_query, W_key, W_value, out_proj: 2,362,368
 
 
 @dataclass(frozen=True)
@@ -72,56 +61,40 @@ class Causal(att.Adapter):
     of width E / H); forward(x) -> y, its causal mask a buffer, so `allow` is not passed."""
 
     ctx: int = CTX
-    torch_oracle: bool = False  # d_in == d_out: parity with nn.MultiheadAttention itself
+    wrapper: bool = False  # MultiHeadAttentionWrapper: heads of width E / H, each its own module
 
     @property
     def width(self) -> int:
         """The width of one projection: a head's for the wrapper, else E."""
-        return self.E // self.H if self.owner == WRAPPER_NAME else self.E
+        return self.E // self.H if self.wrapper else self.E
 
-    def build(self, kernel, dropout=None, bias=True, seed=0):
-        dropout = self.dropout if dropout is None else dropout
+    def new(self, kernel, dropout, bias, seed):
         heads = () if self.owner == "CausalAttention" else (self.H,)
-        module = kernel.new(
-            self.owner, self.d_in, self.width, self.ctx, dropout, *heads, qkv_bias=bias, seed=seed
-        )
-        if dropout:  # with dropout 0 train and eval mode agree: skip the round trip
-            module.eval()
-        return module
-
-    def request(self, module, inputs, allow=None, weights=True):
-        return module, inputs[:1], {}
+        args = (self.d_in, self.width, self.ctx, dropout, *heads)
+        return kernel.new(self.owner, *args, qkv_bias=bias, seed=seed)
 
     def oracle(self, module, dtype, bias=True):
-        """Randomise the biases; the independent reference for these weights, always causal
-        (a wrapper's: one single-head reference per head, concatenated), or where
-        `torch_oracle`, nn.MultiheadAttention itself."""
-        if self.torch_oracle:
-            return super().oracle(module, dtype, bias)
-        state = self.randomise(module, dtype, bias)
-        if self.owner != WRAPPER_NAME:
-            return lambda inputs, blocked=None: (reference(inputs[0], state, self.H), None)
-        heads = [f"heads.{h}." for h in range(self.H)]
-
-        def concatenated(inputs, blocked=None):
-            return torch.cat([reference(inputs[0], state, 1, h) for h in heads], dim=-1), None
-
-        return concatenated
+        """Randomise the biases; nn.MultiheadAttention holding the projections (the wrapper's
+        heads stacked in order; out_proj the identity where there is none), causal over T."""
+        zeros = {f"{n}.bias": torch.zeros(self.width) for n in self.layers if n != "out_proj"}
+        state = {**identity(self.E), **zeros, **self.randomise(module, dtype, bias)}
+        heads = [f"heads.{h}." for h in range(self.H)] if self.wrapper else [""]
+        groups = [[p + n for p in heads] for n in QKV] + [["out_proj"]]  # q, k, v, out
+        weights = [torch.cat([state[f"{n}.weight"] for n in g]) for g in groups]
+        biases = [torch.cat([state[f"{n}.bias"] for n in g]) for g in groups]
+        mha = att.oracle(self.H, weights, biases)
+        return lambda inputs, blocked=None: att.run_oracle(mha, inputs, ~att.causal_allow(self.T))
 
 
-ONE = Causal(D_OUT, 1, B, T, T, d_in=D_IN, owner="CausalAttention", returns_weights=False)
-ONE = ONE.replace(output="CausalAttention output", layers=QKV)
+ONE = Causal(D_OUT, 1, B, T, T, d_in=D_IN, owner="CausalAttention", mask=None)
+ONE = ONE.replace(output="CausalAttention output", layers=QKV, returns_weights=False)
 HEADS = tuple(f"heads.{h}.{name}" for h in range(H) for name in QKV)
-WRAPPER = ONE.replace(H=H, owner=WRAPPER_NAME, output="wrapper output", layers=HEADS)
+WRAPPER = ONE.replace(H=H, owner="MultiHeadAttentionWrapper", layers=HEADS, wrapper=True)
+WRAPPER = WRAPPER.replace(output="wrapper output")
 SPLIT = ONE.replace(H=H, owner="MultiHeadAttention", output="MultiHeadAttention output")
 SPLIT = SPLIT.replace(layers=(*QKV, "out_proj"))
 GPT2 = SPLIT.replace(E=768, H=12, B=1, T=16, S=16, d_in=768, ctx=1024, dropout=0.1)
 GPT2 = GPT2.replace(output="GPT-2-size output")
-
-
-def linear(state: dict, layer: str) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """A layer's (weight, bias) from a state_dict."""
-    return state[f"{layer}.weight"], state.get(f"{layer}.bias")
 
 
 def identity(width: int) -> dict[str, torch.Tensor]:
@@ -129,44 +102,27 @@ def identity(width: int) -> dict[str, torch.Tensor]:
     return {"out_proj.weight": torch.eye(width), "out_proj.bias": torch.zeros(width)}
 
 
-def reference(x: torch.Tensor, state: dict, heads: int = 1, prefix: str = "") -> torch.Tensor:
-    """Causal multi-head self-attention written independently of the candidate's layout: one
-    head at a time on channel slices, no view/transpose; then out_proj, where there is one."""
-    queries, keys, values = (F.linear(x, *linear(state, prefix + n)) for n in QKV)
-    width, allow = queries.shape[-1] // heads, att.causal_allow(x.shape[1])
-    outputs = []
-    for h in range(heads):
-        part = slice(h * width, (h + 1) * width)
-        scores = queries[..., part] @ keys[..., part].transpose(-1, -2) / math.sqrt(width)
-        weights = torch.softmax(scores.masked_fill(~allow, float("-inf")), dim=-1)
-        outputs.append(weights @ values[..., part])
-    y = torch.cat(outputs, dim=-1)
-    return F.linear(y, *linear(state, "out_proj")) if "out_proj.weight" in state else y
-
-
-def linear_shapes(layers, d_in: int, d_out: int, bias: bool, out: bool = False) -> dict:
-    """Expected state_dict shapes of nn.Linear(d_in, d_out) layers (and an out_proj)."""
-    shapes: dict[str, tuple[int, ...]] = {}
-    for layer in layers:
-        shapes[f"{layer}.weight"] = (d_out, d_in)
-        if bias:
-            shapes[f"{layer}.bias"] = (d_out,)
-    if out:
-        shapes.update({"out_proj.weight": (d_out, d_out), "out_proj.bias": (d_out,)})
-    return shapes
-
-
-def layout(state, expected: dict[str, tuple[int, ...]], owner: str) -> dict[str, torch.Tensor]:
-    """The state_dict must hold exactly the expected names (the mask buffer among them), with
-    the expected shapes."""
+def layout(kernel, A: Causal, bias: bool = True, name: str = "") -> Any:
+    """Build and run A; its state_dict must hold exactly its layers, at nn.Linear's shapes
+    (W_* biased with qkv_bias, out_proj always), and a [ctx, ctx] mask per CausalAttention."""
+    module, owner = A.build(kernel, bias=bias), name or f"{A.owner}(qkv_bias={bias})"
+    A.forward(module, A.inputs())
+    expected: dict[str, tuple[int, ...]] = {}
+    for layer in A.layers:
+        rows, cols = (A.E, A.E) if layer == "out_proj" else (A.width, A.d_in)
+        expected[f"{layer}.weight"] = (rows, cols)
+        if bias or layer == "out_proj":
+            expected[f"{layer}.bias"] = (rows,)
+    masks = [f"heads.{h}.mask" for h in range(A.H)] if A.wrapper else ["mask"]
+    expected.update({mask: (A.ctx, A.ctx) for mask in masks})
+    state = module.state_dict()
     att.require(state, list(expected), owner)
-    extra = sorted(set(state) - set(expected))
-    if extra:
-        raise Failed(f"{owner}.state_dict() has unexpected entries: {', '.join(extra[:4])}")
-    for name, shape in expected.items():
-        if tuple(state[name].shape) != tuple(shape):
-            raise Failed(f"{owner}: {name} has shape {tuple(state[name].shape)}, want {shape}")
-    return state
+    if extra := sorted(set(state) - set(expected)):
+        raise checks.Failed(f"{owner}.state_dict() has unexpected entries: {', '.join(extra[:4])}")
+    for n, shape in expected.items():
+        if tuple(state[n].shape) != shape:
+            raise checks.Failed(f"{owner}: {n} has shape {tuple(state[n].shape)}, want {shape}")
+    return module
 
 
 VALUE = 0.7  # every value vector is VALUE * ones: weights that sum to 1 reproduce it
@@ -174,12 +130,10 @@ VALUE = 0.7  # every value vector is VALUE * ones: weights that sum to 1 reprodu
 
 def constant_values(kernel, A: Causal, x: torch.Tensor | None = None, what: str = "") -> None:
     """With W_value = 0 and bias VALUE (out_proj the identity), the output is VALUE."""
-    module, tensors = A.build(kernel), {}
+    module, tensors = A.build(kernel), identity(A.E) if "out_proj" in A.layers else {}
     for layer in (n for n in A.layers if n.endswith("W_value")):
         tensors[f"{layer}.weight"] = torch.zeros(A.width, A.d_in)
         tensors[f"{layer}.bias"] = torch.full((A.width,), VALUE)
-    if "out_proj" in A.layers:
-        tensors.update(identity(A.E))
     att.load(module, A.owner, tensors)
     y, _ = A.forward(module, A.inputs() if x is None else (x,))
     what = what or f"when every value is {VALUE} (weights must sum to 1)"
@@ -191,30 +145,25 @@ def all_or_nothing(y0: torch.Tensor, v0: torch.Tensor, keep: float, what: str) -
     dropped) or v0 / keep (weight kept and rescaled), at the dtype's default tolerance:
     dropout acted on the attention weight. NaN or inf anywhere fails."""
     checks.finite(y0, what)
-    scaled = v0 / keep
-    tol = checks.tolerance(y0.dtype, v0.dtype)
-    for row in range(y0.shape[0]):
-        dropped = checks.tolerance_ratio(y0[row], torch.zeros_like(scaled[row]), tol)
-        kept = checks.tolerance_ratio(y0[row], scaled[row], tol)
-        if min(float(dropped.max()), float(kept.max())) > 1:
-            off = min(float(y0[row].abs().max()), float((y0[row] - scaled[row]).abs().max()))
-            raise Failed(
-                f"{what}: row {row} is neither 0 nor v[0] / {keep:g} (off by {off:.3g}); "
-                "dropout must drop whole attention weights, not output entries"
-            )
+    scaled, tol = v0 / keep, checks.tolerance(y0.dtype, v0.dtype)
+    dropped = checks.tolerance_ratio(y0, torch.zeros_like(scaled), tol).amax(dim=-1)
+    kept = checks.tolerance_ratio(y0, scaled, tol).amax(dim=-1)
+    for row in (torch.minimum(dropped, kept) > 1).nonzero().flatten().tolist():
+        off = min(float(y0[row].abs().max()), float((y0[row] - scaled[row]).abs().max()))
+        raise checks.Failed(
+            f"{what}: row {row} is neither 0 nor v[0] / {keep:g} (off by {off:.3g}); "
+            "dropout must drop whole attention weights, not output entries"
+        )
 
 
 def walkthrough(kernel, class_name: str, want: torch.Tensor) -> None:
-    batch = torch.stack((SEED_INPUTS, SEED_INPUTS))
+    """The module built as the walkthrough builds it prints its numbers (to its 4 decimals)."""
     module = kernel.new(class_name, 3, 2, 6, 0.0, num_heads=2, seed=123)
-    y = checks.tensor(module(batch), f"{class_name} output", (2, 6, want.shape[1]))
-    checks.close(
-        y,
-        want.expand(2, -1, -1),
-        f"{class_name}(3, 2, 6, 0.0, num_heads=2) after torch.manual_seed(123) vs the "
-        "walkthrough's printed output (layer creation order and init decide it)",
-        atol=1e-4,  # the walkthrough prints 4 decimals
-    )
+    y = module(torch.stack((SEED_INPUTS, SEED_INPUTS)))
+    y = checks.tensor(y, f"{class_name} output", (2, 6, want.shape[1]))
+    built = f"{class_name}(3, 2, 6, 0.0, num_heads=2) after torch.manual_seed(123)"
+    order = "the walkthrough's printed output (layer creation order and init decide it)"
+    checks.close(y, want.expand(2, -1, -1), f"{built} vs {order}", atol=1e-4)
 
 
 @exercise.check("shapes", hidden=False)
@@ -248,24 +197,16 @@ def full_context_and_single_token(kernel):
 def causal_attention_layout(kernel):
     """CausalAttention's state_dict: W_query/W_key/W_value (biased with qkv_bias) and mask."""
     for bias in (True, False):
-        module = ONE.build(kernel, bias=bias)
-        ONE.forward(module, ONE.inputs())
-        expected = {**linear_shapes(QKV, D_IN, D_OUT, bias), "mask": (CTX, CTX)}
-        layout(module.state_dict(), expected, f"CausalAttention(qkv_bias={bias})")
+        layout(kernel, ONE, bias)
 
 
 @exercise.check("shapes")
 def wrapper_layout(kernel):
     """The wrapper holds num_heads distinct CausalAttention modules in `heads`, with biases."""
-    module = WRAPPER.build(kernel)
-    WRAPPER.forward(module, WRAPPER.inputs())
-    expected = linear_shapes(HEADS, D_IN, HD, True)
-    expected.update({f"heads.{h}.mask": (CTX, CTX) for h in range(H)})
-    layout(module.state_dict(), expected, "MultiHeadAttentionWrapper(qkv_bias=True)")
-    modules = kernel.modules(module)
-    heads = [name for name, kind in modules if kind.split(".")[-1] == "CausalAttention"]
+    module = layout(kernel, WRAPPER)
+    heads = [n for n, kind in kernel.modules(module) if kind.split(".")[-1] == "CausalAttention"]
     if heads != [f"heads.{h}" for h in range(H)]:
-        raise Failed(
+        raise checks.Failed(
             f"MultiHeadAttentionWrapper holds {len(heads)} distinct CausalAttention module(s) "
             f"({', '.join(heads) or 'none'}), want {H}: heads.0 .. heads.{H - 1}, each with its own weights"
         )
@@ -274,10 +215,7 @@ def wrapper_layout(kernel):
 @exercise.check("shapes")
 def split_layout(kernel):
     """MultiHeadAttention(qkv_bias=False)'s state_dict: unbiased W_*, biased out_proj, mask."""
-    module = SPLIT.build(kernel, bias=False)
-    SPLIT.forward(module, SPLIT.inputs())
-    expected = {**linear_shapes(QKV, D_IN, D_OUT, False, out=True), "mask": (CTX, CTX)}
-    layout(module.state_dict(), expected, "MultiHeadAttention(qkv_bias=False)")
+    layout(kernel, SPLIT, bias=False)
 
 
 @exercise.check("normalization")
@@ -310,31 +248,31 @@ def large_inputs_stay_normalised(kernel):
 def split_future_tokens_do_not_change_the_past(kernel):
     """MultiHeadAttention: y[:, t] ignores tokens after t (T = 7 and T = context_length)."""
     module = SPLIT.build(kernel)
-    lib.later_tokens(SPLIT, module, att.randn(B, T, D_IN, seed=1), 3)
-    lib.later_tokens(SPLIT, module, att.randn(B, CTX, D_IN, seed=2), 6)
+    lib.later_tokens(kernel, SPLIT, 3, module=module)
+    lib.later_tokens(kernel, SPLIT, 6, module=module, x=att.randn(B, CTX, D_IN, seed=2))
 
 
 @exercise.check("causal", points=2)
 def causal_attention_future_tokens_do_not_change_the_past(kernel):
     """CausalAttention: y[:, t] does not change when tokens after t change."""
     module = ONE.build(kernel)
-    lib.later_tokens(ONE, module, att.randn(B, T, D_IN, seed=1), 3)
-    lib.later_tokens(ONE, module, att.randn(B, T, D_IN, seed=3), 0)
+    lib.later_tokens(kernel, ONE, 3, module=module)
+    lib.later_tokens(kernel, ONE, 0, module=module, x=att.randn(B, T, D_IN, seed=3))
 
 
 @exercise.check("causal", points=2)
 def wrapper_future_tokens_do_not_change_the_past(kernel):
     """MultiHeadAttentionWrapper: y[:, t] does not change when tokens after t change."""
-    lib.later_tokens(WRAPPER, WRAPPER.build(kernel), att.randn(B, T, D_IN, seed=1), 3)
+    lib.later_tokens(kernel, WRAPPER, 3)
 
 
 @exercise.check("causal", points=2)
 def first_token_sees_only_itself(kernel):
     """The first query sees only the first key: it gets its value, or what it gets alone."""
     x, module = att.randn(B, T, D_IN, seed=1), ONE.build(kernel)
-    state = ONE.randomise(module, F32)
+    state = ONE.randomise(module, att.F32)
     y, _ = ONE.forward(module, (x,))
-    v0 = F.linear(x[:, 0], *linear(state, "W_value"))
+    v0 = F.linear(x[:, 0], state["W_value.weight"], state["W_value.bias"])
     checks.close(y[:, 0], v0, "CausalAttention y[:, 0] vs the first value vector")
     for A in (WRAPPER, SPLIT):
         module = A.build(kernel)
@@ -386,31 +324,20 @@ def split_matches_reference(kernel):
 @exercise.check("parity", points=2)
 def split_matches_nn_multihead_attention(kernel):
     """With d_in == d_out, MultiHeadAttention equals nn.MultiheadAttention under a causal mask."""
-    lib.parity(kernel, SPLIT.replace(d_in=D_OUT, torch_oracle=True), att.causal_allow(T))
+    lib.parity(kernel, SPLIT.replace(d_in=D_OUT))
 
 
 @exercise.check("parity", points=2)
 def wrapper_equals_split_weights(kernel):
     """The split version with the wrapper's weights stacked head by head gives its output."""
-    stacked = WRAPPER.build(kernel)
-    heads = WRAPPER.randomise(stacked, F64)
-    tensors = {n: t.double() for n, t in identity(D_OUT).items()}
-    for n in (f"{layer}.{kind}" for layer in QKV for kind in ("weight", "bias")):
-        tensors[n] = torch.cat([heads[f"heads.{h}.{n}"] for h in range(H)])
-    module = SPLIT.build(kernel)
-    module.to(F64)
-    att.load(module, "MultiHeadAttention", tensors)
-    x = att.randn(B, T, D_IN, seed=14, dtype=F64)
-    want, _ = WRAPPER.forward(stacked, (x,))
-    y, _ = SPLIT.forward(module, (x,))
-    what = "MultiHeadAttention (out_proj = identity) vs the wrapper with the same weights"
-    checks.close(y, want, what)
+    stacked = {layer: [f"heads.{h}.{layer}" for h in range(H)] for layer in QKV}
+    lib.twins_agree(kernel, WRAPPER, SPLIT, stacked, identity(D_OUT), seed=14)
 
 
 @exercise.check("parity")
 def split_parity_in_float32(kernel):
     """MultiHeadAttention in float32 against the reference at assert_close's tolerance."""
-    lib.parity(kernel, SPLIT, dtype=F32)
+    lib.parity(kernel, SPLIT, dtype=att.F32)
 
 
 @exercise.check("parity", hidden=False)
@@ -456,13 +383,12 @@ def dropout_acts_on_attention_weights(kernel):
     x = att.randn(8, T, D_IN, seed=3)
     for A in (ONE, SPLIT):
         module = A.build(kernel, dropout=0.5)
-        state = A.randomise(module, F32)
-        if A is SPLIT:
-            att.load(module, A.owner, identity(D_OUT))
+        state = A.randomise(module, att.F32)
+        att.load(module, A.owner, identity(D_OUT) if A is SPLIT else {})
         module.train()
         y, _ = A.forward(module, (x,), seed=4)
         checks.finite(y, f"train-mode {A.output} with dropout 0.5")
-        v0 = F.linear(x[:, 0], *linear(state, "W_value"))
+        v0 = F.linear(x[:, 0], state["W_value.weight"], state["W_value.bias"])
         what = f"{A.output}[:, 0] per head (out_proj = identity) in train mode, dropout 0.5"
         all_or_nothing(y[:, 0].reshape(8 * A.H, -1), v0.reshape(8 * A.H, -1), 0.5, what)
 
@@ -470,13 +396,7 @@ def dropout_acts_on_attention_weights(kernel):
 @exercise.check("gpt-2 size", points=2, hidden=False)
 def gpt2_parameter_count(kernel):
     """GPT-2 size (768, 768, 1024, 0.1, 12): 2,362,368 parameters plus a [1024, 1024] mask."""
-    module = GPT2.build(kernel)
-    GPT2.forward(module, GPT2.inputs())
-    expected = {**linear_shapes(QKV, 768, 768, True, out=True), "mask": (1024, 1024)}
-    state = layout(module.state_dict(), expected, "GPT-2-size MultiHeadAttention")
-    count = sum(t.numel() for name, t in state.items() if name != "mask")
-    if count != GPT2_PARAMETERS:
-        raise Failed(f"GPT-2-size attention has {count} parameters, want {GPT2_PARAMETERS}")
+    layout(kernel, GPT2, name="GPT-2-size MultiHeadAttention")  # the exact shapes fix the count
 
 
 @exercise.check("gpt-2 size", points=2)
@@ -487,7 +407,7 @@ def gpt2_is_causal_and_ignores_dropout_in_eval(kernel):
     checks.finite(y1, "GPT-2-size y")
     again, _ = GPT2.forward(module, (x,), seed=5)
     checks.same(again, y1, "two eval-mode GPT-2-size calls (dropout 0.1 must be off)")
-    lib.later_tokens(GPT2, module, x, 7)
+    lib.later_tokens(kernel, GPT2, 7, module=module, x=x)
 
 
 @exercise.check("from scratch", points=2)

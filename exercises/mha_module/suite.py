@@ -2,9 +2,6 @@
 Xavier-uniform initialization and per-head weights, and its twin EfficientMultiHeadAttention
 with a fused qkv_proj. Masks are 1/True = attend, [B, 1, 1, Lk] or [B, 1, Lq, Lk]; a fully
 masked query row gets zero weights.
-
-Sizes are chosen so that bugs show: B, H, Lq, Lk and d_k all differ, and the masked tests
-that must broadcast over heads use B == H.
 """
 
 import math
@@ -13,13 +10,10 @@ import torch
 
 from grader import checks
 from grader.checks import Failed
-from grader.exercise import Exercise
 from grader.exercises import _attention as att
 from grader.exercises import _shared as lib
-from grader.exercises._attention import F32, F64
-from grader.exercises._builtins import ATTENTION, FORBIDDEN
 
-exercise = Exercise(
+exercise = att.exercise(
     id="mha_module",
     title="Multi-head attention module with Xavier init, per-head weights and a fused twin",
     seed="002_8ab360f68b0dab92",
@@ -35,11 +29,8 @@ exercise = Exercise(
         "from scratch",
     ],
     defines=("MultiHeadAttention", "EfficientMultiHeadAttention"),
-    watch=ATTENTION,
-    forbidden=FORBIDDEN,
 )
 
-# B, H, Lq, Lk and d_k all differ, and H >= 2, so layout and broadcasting bugs show.
 E, H, B, LQ, LK = 12, 3, 2, 5, 7
 UNFUSED = ("W_Q", "W_K", "W_V", "W_O")
 
@@ -49,12 +40,9 @@ class Module(att.Adapter):
     mode; forward(query, key, value, mask=...) or fused forward(x, mask=...) -> (output,
     per-head weights), or (output, None) with return_attention=False."""
 
-    def build(self, kernel, dropout=None, bias=True, seed=0):
-        dropout = self.dropout if dropout is None else dropout
+    def new(self, kernel, dropout, bias, seed):
         options = {"bias": bias} if self.owner == "MultiHeadAttention" else {}
-        module = kernel.new(self.owner, self.E, self.H, dropout=dropout, seed=seed, **options)
-        module.eval()
-        return module
+        return kernel.new(self.owner, self.E, self.H, dropout=dropout, seed=seed, **options)
 
     def request(self, module, inputs, allow=None, weights=True):
         args = att.qkv(inputs) if len(self.args) == 3 else inputs
@@ -63,37 +51,22 @@ class Module(att.Adapter):
 
 A = Module(E, H, B, LQ, LK, args=("query", "key", "value"), layers=UNFUSED)
 A = A.replace(heads_api=("_split_heads", "_combine_heads"))
-FUSED = Module(
-    E, H, B, LQ, LQ, owner="EfficientMultiHeadAttention", layers=("qkv_proj", "out_proj")
-)
-FUSED = FUSED.replace(output="fused output", prefix="fused ")
-
-
-def numel(state: dict) -> int:
-    """How many numbers a state_dict holds."""
-    return sum(t.numel() for t in state.values() if isinstance(t, torch.Tensor))
-
-
-def zero_fraction(t: torch.Tensor, what: str, low: float = 0.25, high: float = 0.75) -> None:
-    """`t` is finite and the fraction of its entries that are exactly 0 lies in [low, high]."""
-    checks.finite(t, what)
-    frac = float((t == 0).double().mean())
-    if not low <= frac <= high:
-        raise Failed(f"{what}: {frac:.0%} of entries are exactly 0, want {low:.0%} to {high:.0%}")
+FUSED = Module(E, H, B, LQ, LQ, owner="EfficientMultiHeadAttention", output="fused output")
+FUSED = FUSED.replace(prefix="fused ", layers=("qkv_proj", "out_proj"))
 
 
 def dropped(kernel, A: Module, seed: int, parts: tuple[str, ...]) -> None:
-    """With dropout 0.5 in train mode: finite, and about half the entries of each of `parts`
-    (output, weights) exactly 0."""
+    """With dropout 0.5 in train mode: finite, and a quarter to three quarters of the entries
+    of each of `parts` (output, weights) exactly 0."""
     module = A.build(kernel, dropout=0.5)
     module.train()
     y, w = A.forward(module, A.inputs(), seed=seed)
     for name, t in (("output", y), ("weights", w)):
         what = f"train-mode {A.prefix}{name} with dropout=0.5"
-        if name in parts:
-            zero_fraction(t, what)
-        else:
-            checks.finite(t, what)
+        checks.finite(t, what)
+        zeros = float((t == 0).double().mean())
+        if name in parts and not 0.25 <= zeros <= 0.75:
+            raise Failed(f"{what}: {zeros:.0%} of entries are exactly 0, want 25% to 75%")
 
 
 @exercise.check("shapes", hidden=False)
@@ -129,12 +102,9 @@ def fused_shapes(kernel):
 @exercise.check("initialization", hidden=False)
 def parameter_count(kernel):
     """4E^2 + 4E numbers with bias, 4E^2 without; the fused module also has 4E^2 + 4E."""
-    for M, bias, want in (
-        (A, True, 4 * E * E + 4 * E),
-        (A, False, 4 * E * E),
-        (FUSED, True, 4 * E * E + 4 * E),
-    ):
-        got = numel(M.build(kernel, bias=bias).state_dict())
+    for M, bias in ((A, True), (A, False), (FUSED, True)):
+        state, want = M.build(kernel, bias=bias).state_dict(), 4 * E * E + 4 * E * bias
+        got = sum(t.numel() for t in state.values() if isinstance(t, torch.Tensor))
         if got != want:
             raise Failed(f"{M.owner}(bias={bias}) holds {got} numbers, want {want}")
 
@@ -157,13 +127,10 @@ def projections_are_linear_layers(kernel):
 @exercise.check("initialization", points=2)
 def xavier_uniform_weights(kernel):
     """With E = 64, each projection is Xavier-uniform (bound, std) and differs from the others."""
-    d_model = 64
-    bound = math.sqrt(6 / (d_model + d_model))
-    mha = A.replace(E=d_model, H=4).build(kernel)
-    names = [f"{p}.weight" for p in UNFUSED]
-    state = att.require(mha.state_dict(), names, "MultiHeadAttention")
-    for name in names:
-        w = checks.tensor(state[name], name, (d_model, d_model)).double()
+    bound, names = math.sqrt(6 / (64 + 64)), [f"{p}.weight" for p in UNFUSED]
+    state = att.require(A.replace(E=64, H=4).build(kernel).state_dict(), names, A.owner)
+    for i, name in enumerate(names):
+        w = checks.tensor(state[name], name, (64, 64)).double()
         top, std, want = float(w.abs().max()), float(w.std()), bound / math.sqrt(3)
         if not 0.9 * bound <= top <= bound * (1 + 1e-6):
             raise Failed(
@@ -172,10 +139,8 @@ def xavier_uniform_weights(kernel):
             )
         if not 0.85 * want <= std <= 1.15 * want:
             raise Failed(f"{name}: std {std:.4g}, want about {want:.4g} (uniform on ±{bound:.4g})")
-    for i, a in enumerate(names):
-        for b in names[i + 1 :]:
-            if torch.equal(state[a], state[b]):
-                raise Failed(f"{a} and {b} are identical: initialise each projection on its own")
+        for a in (n for n in names[:i] if torch.equal(state[n], state[name])):
+            raise Failed(f"{a} and {name} are identical: initialise each projection on its own")
 
 
 @exercise.check("initialization")
@@ -190,13 +155,13 @@ def biases_start_at_zero(kernel):
 @exercise.check("normalization", hidden=False)
 def weights_are_probabilities(kernel):
     """Self-attention weights are non-negative and sum to 1 over the keys, in every head."""
-    lib.weights_are_probabilities(kernel, A)
+    lib.probabilities(kernel, A, "self-attention weights", cross=False)
 
 
 @exercise.check("normalization")
 def cross_weights_are_probabilities(kernel):
     """Cross-attention weights sum to 1 over the Lk keys."""
-    lib.cross_weights_are_probabilities(kernel, A)
+    lib.probabilities(kernel, A, "cross-attention weights")
 
 
 @exercise.check("normalization")
@@ -215,27 +180,26 @@ def fused_weights_are_probabilities(kernel):
 @exercise.check("masking", points=2)
 def padded_keys_get_no_weight(kernel):
     """A [B, 1, 1, Lk] bool padding mask: padded keys get ~0 weight in every head."""
-    lib.padded_keys_get_no_weight(kernel, A, [LK - 2, LK - 3])
+    lib.obeys(kernel, A, att.padding_allow([LK - 2, LK - 3], LK), "padded keys")
 
 
 @exercise.check("masking", points=2)
 def padded_key_values_do_not_matter(kernel):
     """With a float 0/1 padding mask, changing the padded keys and values leaves the output."""
-    lib.padded_key_values_do_not_matter(kernel, A, [LK - 2, LK - 4], F32)
+    lib.padded_key_values_do_not_matter(kernel, A, [LK - 2, LK - 4], att.F32)
 
 
 @exercise.check("masking", points=2, hidden=False)
 def causal_mask_blocks_future_keys(kernel):
     """A float causal mask tril(ones) of shape [1, 1, L, L]: future keys get ~0 weight."""
-    lib.future_keys_get_no_weight(kernel, A, att.causal_allow(LQ).float()[None, None])
+    causal = att.causal_allow(LQ).float()[None, None]
+    lib.obeys(kernel, A, causal, "future keys", cross=False)
 
 
 @exercise.check("masking", points=2)
 def future_tokens_do_not_change_the_past(kernel):
     """With a [B, 1, L, L] bool causal mask, output[:, t] ignores tokens after t."""
-    lib.future_tokens_do_not_change_the_past(
-        kernel, A, allow=att.causal_allow(LQ).expand(B, 1, LQ, LQ)
-    )
+    lib.later_tokens(kernel, A, allow=att.causal_allow(LQ).expand(B, 1, LQ, LQ))
 
 
 @exercise.check("masking", points=2)
@@ -243,16 +207,15 @@ def per_sample_masks_broadcast_over_heads(kernel):
     """[B, 1, Lq, Lk] and [B, 1, 1, Lk] masks, different per sample, with B == H."""
     allow = att.random_allow(H, 1, LQ, LK, seed=5, open=5)
     lib.obeys(kernel, A, allow, "masked keys ([B, 1, Lq, Lk] mask)")
-    lib.obeys(
-        kernel, A, att.padding_allow([LK, LK - 2, LK - 4], LK), "padded keys ([B, 1, 1, Lk] mask)"
-    )
+    keep = att.padding_allow([LK, LK - 2, LK - 4], LK)
+    lib.obeys(kernel, A, keep, "padded keys ([B, 1, 1, Lk] mask)")
 
 
 @exercise.check("masking", points=2)
 def mask_dtypes_agree(kernel):
     """The same mask as bool, float 0/1 and int64 0/1 gives the same output and weights."""
     allow = att.random_allow(B, 1, LQ, LK, seed=6, open=6)
-    lib.mask_dtypes_agree(kernel, A, allow, (F32, torch.int64))
+    lib.mask_dtypes_agree(kernel, A, allow, (att.F32, torch.int64))
 
 
 @exercise.check("masking", points=2)
@@ -264,7 +227,7 @@ def fused_masked_keys_get_no_weight(kernel):
 @exercise.check("masking", points=2)
 def fused_future_tokens_do_not_change_the_past(kernel):
     """The fused module with a [1, 1, L, L] causal mask: output[:, t] ignores tokens after t."""
-    lib.future_tokens_do_not_change_the_past(kernel, FUSED, t=1)
+    lib.later_tokens(kernel, FUSED, t=1)
 
 
 @exercise.check("finite")
@@ -291,7 +254,8 @@ def fully_masked_row_gets_zero_weights(kernel):
 @exercise.check("finite", points=2)
 def fully_padded_sample_gets_zero_weights(kernel):
     """A float [B, 1, 1, Lk] mask of all zeros for one sample: that sample's weights are all 0."""
-    lib.fully_padded_sample(kernel, A, att.padding_allow([LK - 2, 0], LK).float(), exact=True)
+    allow = att.padding_allow([LK - 2, 0], LK).float()
+    lib.fully_blocked_rows(kernel, A, allow, exact=True, what="a fully padded sample")
 
 
 @exercise.check("finite", points=2)
@@ -341,26 +305,15 @@ def parity_without_bias(kernel):
 @exercise.check("parity")
 def parity_in_float32(kernel):
     """Parity in float32 at assert_close's default tolerance (rtol 1.3e-6, atol 1e-5)."""
-    lib.parity(kernel, A, att.padding_allow([LK - 2, LK], LK), dtype=F32)
+    lib.parity(kernel, A, att.padding_allow([LK - 2, LK], LK), dtype=att.F32)
 
 
 @exercise.check("fused", points=2)
 def fused_matches_unfused(kernel):
     """With qkv_proj = cat(W_Q, W_K, W_V) and out_proj = W_O, the fused module matches."""
-    mha = A.build(kernel)
-    state = A.randomise(mha, F64)
-    mapped = {f"out_proj.{kind}": state[f"W_O.{kind}"] for kind in ("weight", "bias")}
-    for kind in ("weight", "bias"):
-        mapped[f"qkv_proj.{kind}"] = torch.cat([state[f"{p}.{kind}"] for p in UNFUSED[:3]])
-    module = FUSED.build(kernel, seed=1)
-    att.require(module.state_dict(), list(mapped), FUSED.owner)
-    module.to(F64)
-    att.load(module, FUSED.owner, mapped)
-    x, keep = A.inputs(cross=False, seed=11, dtype=F64), att.padding_allow([LQ - 1, LQ - 3], LQ)
-    y_f, w_f = FUSED.forward(module, x, keep.double())
-    y_u, w_u = A.forward(mha, x, keep.double())
-    checks.close(y_f, y_u, "fused output vs MultiHeadAttention with the same weights")
-    checks.close(w_f, w_u, "fused weights vs MultiHeadAttention with the same weights")
+    fused = {"qkv_proj": UNFUSED[:3], "out_proj": UNFUSED[3:]}
+    keep = att.padding_allow([LQ - 1, LQ - 3], LQ).double()
+    lib.twins_agree(kernel, A, FUSED, fused, allow=keep)
 
 
 @exercise.check("fused", points=2)
@@ -384,7 +337,7 @@ def fused_parity_with_per_sample_mask(kernel):
 @exercise.check("fused")
 def fused_parity_in_float32(kernel):
     """Fused parity in float32 at assert_close's default tolerance."""
-    lib.parity(kernel, FUSED, att.padding_allow([LQ, LQ - 2], LQ), dtype=F32)
+    lib.parity(kernel, FUSED, att.padding_allow([LQ, LQ - 2], LQ), dtype=att.F32)
 
 
 @exercise.check("training", points=2, hidden=False)
@@ -409,13 +362,7 @@ def fused_gradients_reach_every_parameter_and_the_input(kernel):
 def fully_masked_row_has_finite_gradients(kernel):
     """With a fully masked query row, every gradient is finite."""
     keep = att.padding_allow([LK - 2, 0], LK)
-    grads = lib.grad(kernel, A, A.build(kernel), A.inputs(), keep, att.randn(B, LQ, E, seed=2))
-    for name, g in zip(A.args, grads["inputs"], strict=True):
-        what = f"gradient of {name} with a fully masked sample"
-        checks.finite(checks.tensor(g, what), what)
-    for name, g in grads["params"].items():
-        if g is not None:
-            checks.finite(g, f"gradient of {name} with a fully masked sample")
+    lib.finite_gradients(kernel, A, keep, "with a fully masked sample")
 
 
 @exercise.check("training", points=2)

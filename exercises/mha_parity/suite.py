@@ -1,31 +1,20 @@
 """Hidden suite for `mha_parity` (seed 001): a function `multi_head_attention` that takes
 nn.MultiheadAttention's weights (in_proj [3E, E], out_proj [E, E], optional biases) and must
 reproduce the module's output, with a bool or 0/1 mask (True / 1 = masked) of shape [L, S]
-or [N, L, S], shared by all heads.
-
-The function returns only y, so the weight-level checks read attention weights through
-the output: with identity value and output projections and every value equal to a scalar
-(1 on one key, 0 elsewhere) in all channels, each channel of y is the weight one head puts
-on that key, whatever the head layout (see `Function.weights`).
-
-Sizes are chosen so that bugs show: N, H, L, S and head_dim all differ, H >= 2, and one
-masked test has N == H so a mask that is not broadcast over heads goes wrong.
+or [N, L, S], shared by all heads. It returns only y: the weight-level checks read the
+attention weights through it (`Function.weights`).
 """
 
-from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import torch
 
 from grader import checks
-from grader.checks import Failed
-from grader.exercise import Exercise
 from grader.exercises import _attention as att
 from grader.exercises import _shared as lib
-from grader.exercises._attention import F32, F64
-from grader.exercises._builtins import ATTENTION, FORBIDDEN
 
-exercise = Exercise(
+exercise = att.exercise(
     id="mha_parity",
     title="Multi-head attention function with nn.MultiheadAttention's weights (parity, masks)",
     seed="001_cf0ed3d152ee771a",
@@ -40,15 +29,13 @@ exercise = Exercise(
         "from scratch",
     ],
     defines=("multi_head_attention",),
-    watch=ATTENTION,
-    forbidden=FORBIDDEN,
 )
 
 E, H, N, L, S = 24, 3, 2, 5, 7
 FUNCTION = "multi_head_attention"
 
 
-def projections(seed: int, e: int = E, bias: bool = True, dtype=F32) -> dict[str, Any]:
+def projections(seed: int, e: int = E, bias: bool = True, dtype=att.F32) -> dict[str, Any]:
     """Random weights in nn.MultiheadAttention's layout; biases random too (zero ones hide bugs)."""
     scale = e**-0.5
     return {
@@ -65,21 +52,15 @@ def oracle_of(w: dict[str, Any], heads: int) -> torch.nn.MultiheadAttention:
     return att.oracle(heads, [w["in_proj_weight"], w["out_proj_weight"]], biases)
 
 
-@dataclass
-class Weighted:
-    """The candidate's function and the projections it is called with (None: random ones
-    from seed 100, in the inputs' dtype)."""
-
-    fn: Any
-    weights: dict[str, Any] | None = None
-
-
 class Function(att.Adapter):
     """multi_head_attention(q, k, v, num_heads, d_model, mask, **weights) -> y; the mask is
-    the canonical one inverted (True / 1 = masked), [L, S] or [N, L, S]."""
+    the canonical one inverted (True / 1 = masked), [L, S] or [N, L, S]. What it builds is
+    the function and the projections it is called with (None: random ones from seed 100, in
+    the inputs' dtype)."""
 
     def build(self, kernel, dropout=None, bias=True, seed=0):
-        return Weighted(kernel.get(FUNCTION), None if bias else projections(100, bias=False))
+        weights = None if bias else projections(100, bias=False)
+        return SimpleNamespace(fn=kernel.get(FUNCTION), weights=weights)
 
     def request(self, module, inputs, allow=None, weights=True):
         q, k, v = att.qkv(inputs)
@@ -96,18 +77,17 @@ class Function(att.Adapter):
         mha = oracle_of(module.weights, self.H)
         return lambda inputs, blocked=None: att.run_oracle(mha, inputs, blocked)
 
-    def weights(self, module, inputs, allow=None):
+    def weights(self, module, inputs, allow=None, **extra):
         """Per-channel weights [N, E, L, S] read through the output: with identity value and
         output projections, no biases, and every value the indicator of key j in all
         channels, channel c of y is the weight its head puts on key j."""
         q, k, _ = att.qkv(inputs)
         (n, s, e), eye = k.shape, torch.eye(k.shape[-1], dtype=q.dtype)
         qk = att.randn(2 * e, e, seed=31, scale=e**-0.5, dtype=q.dtype)
-        reader = Weighted(
-            module.fn, {"in_proj_weight": torch.cat([qk, eye]), "out_proj_weight": eye}
-        )
-        keys = torch.eye(s, dtype=q.dtype)[:, None, :, None].expand(s, n, s, e)
-        ys = [self.forward(reader, (q, k, keys[j].contiguous()), allow)[0] for j in range(s)]
+        reader = SimpleNamespace(fn=module.fn, weights={"out_proj_weight": eye})
+        reader.weights["in_proj_weight"] = torch.cat([qk, eye])
+        values = torch.eye(s, dtype=q.dtype)[:, None, :, None].expand(s, n, s, e).contiguous()
+        ys = [self.forward(reader, (q, k, v), allow, **extra)[0] for v in values]
         return torch.stack(ys, dim=-1).transpose(1, 2)
 
 
@@ -130,17 +110,17 @@ def seed_case() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, tor
 
 
 def reference(q, k, v, mask, weights, heads: int = H) -> torch.Tensor:
-    """nn.MultiheadAttention's y in float64 for the exercise's mask (True / 1 = masked)."""
-    allow = None if mask is None else (mask == 0) if mask.dim() == 2 else (mask == 0)[:, None]
+    """nn.MultiheadAttention's y in float64 for a mask [N, L, S] (True / 1 = masked) or None."""
+    allow = None if mask is None else (mask == 0)[:, None]
     blocked = att.blocked(allow, q.shape[0], q.shape[1], k.shape[1], heads)
     return att.run_oracle(oracle_of(weights, heads), (q, k, v), blocked)[0]
 
 
 def seed_parity(kernel, mask: torch.Tensor | None, case: str) -> None:
-    """The original case in float64 and in float32, each at assert_close's default tolerance
-    (the seed's atol 1e-8, rtol 1e-5 in float32 fails correct code)."""
+    """The original case ([N, L, L] mask) in float64 and in float32, each at assert_close's
+    default tolerance (the seed's atol 1e-8, rtol 1e-5 in float32 fails correct code)."""
     *qkv, weights = seed_case()
-    for dtype in (F64, F32):
+    for dtype in (att.F64, att.F32):
         (q, k, v), w = (t.to(dtype) for t in qkv), {n: t.to(dtype) for n, t in weights.items()}
         y = checks.tensor(kernel.get(FUNCTION)(q, k, v, 2, 8, mask, **w), "output y", (3, 4, 8))
         what = f"output y vs nn.MultiheadAttention ({case}, {str(dtype)[6:]})"
@@ -168,21 +148,21 @@ def single_query_batch_of_one(kernel):
 @exercise.check("shapes")
 def float64_in_float64_out(kernel):
     """float64 inputs and weights give a float64 output."""
-    y, _ = A.forward(A.build(kernel), A.inputs(seed=11, dtype=F64))
-    if y.dtype != F64:
-        raise Failed(f"output dtype {y.dtype} for float64 inputs, want torch.float64")
+    y, _ = A.forward(A.build(kernel), A.inputs(seed=11, dtype=att.F64))
+    if y.dtype != att.F64:
+        raise checks.Failed(f"output dtype {y.dtype} for float64 inputs, want torch.float64")
 
 
 @exercise.check("normalization")
 def weights_are_probabilities(kernel):
     """Self-attention weights, read through the output, sum to 1 for every query and head."""
-    lib.weights_are_probabilities(kernel, A)
+    lib.probabilities(kernel, A, "self-attention weights", cross=False)
 
 
 @exercise.check("normalization")
 def cross_weights_are_probabilities(kernel):
     """Cross-attention weights sum to 1 over the S != L keys, in every head."""
-    lib.cross_weights_are_probabilities(kernel, A)
+    lib.probabilities(kernel, A, "cross-attention weights")
 
 
 @exercise.check("normalization")
@@ -194,7 +174,7 @@ def large_inputs_stay_normalised(kernel):
 @exercise.check("padding", points=2)
 def padded_keys_get_no_weight(kernel):
     """A bool [N, L, S] padding mask (True = masked): padded keys get ~0 weight in every head."""
-    lib.padded_keys_get_no_weight(kernel, A, [S - 2, S - 4])
+    lib.obeys(kernel, A, att.padding_allow([S - 2, S - 4], S), "padded keys")
 
 
 @exercise.check("padding", points=2)
@@ -220,13 +200,13 @@ def integer_mask_works_like_bool(kernel):
 @exercise.check("causal", points=2)
 def future_keys_get_no_weight(kernel):
     """A bool [L, L] causal mask (True = masked): keys after the query get ~0 weight."""
-    lib.future_keys_get_no_weight(kernel, A)
+    lib.obeys(kernel, A, att.causal_allow(L), "future keys", cross=False)
 
 
 @exercise.check("causal", points=2)
 def future_tokens_do_not_change_the_past(kernel):
     """With a causal mask, y[:, t] does not change when tokens after t change."""
-    lib.future_tokens_do_not_change_the_past(kernel, A)
+    lib.later_tokens(kernel, A)
 
 
 @exercise.check("causal", points=2)
@@ -256,11 +236,8 @@ def huge_inputs_are_finite(kernel):
 @exercise.check("finite", points=2)
 def fully_masked_query_is_finite_and_isolated(kernel):
     """A fully masked query gives finite y and leaves the other queries' outputs unchanged."""
-    call, inputs, open_allow = (
-        A.build(kernel),
-        A.inputs(seed=11),
-        att.random_allow(N, 1, L, S, seed=4),
-    )
+    call, inputs = A.build(kernel), A.inputs(seed=11)
+    open_allow = att.random_allow(N, 1, L, S, seed=4)
     allow = open_allow.clone()
     allow[0, 0, 1] = False
     y, _ = A.forward(call, inputs, allow)
@@ -281,7 +258,7 @@ def fully_masked_rows_in_a_2d_mask_are_finite(kernel):
 @exercise.check("finite")
 def fully_masked_sample_is_finite(kernel):
     """A sample whose every key is masked ([N, L, S] mask) gives finite y."""
-    lib.fully_padded_sample(kernel, A, att.padding_allow([S, 0], S))
+    lib.fully_blocked_rows(kernel, A, att.padding_allow([S, 0], S), what="a fully masked sample")
 
 
 @exercise.check("parity", points=2, hidden=False)
@@ -299,10 +276,7 @@ def seed_case_with_causal_mask(kernel):
 @exercise.check("parity", points=2, hidden=False)
 def seed_case_with_padding_mask(kernel):
     """The original padding case: a bool [N, L, L] mask, different per sample."""
-    mask = torch.zeros(3, 4, 4, dtype=torch.bool)
-    mask[0, :, 3:] = True
-    mask[2, :, 2:] = True
-    seed_parity(kernel, mask, "padding")
+    seed_parity(kernel, ~att.padding_allow([3, 4, 2], 4).expand(3, 1, 4, 4)[:, 0], "padding")
 
 
 @exercise.check("parity", points=2)
@@ -356,16 +330,15 @@ def parity_with_large_inputs(kernel):
 @exercise.check("parity")
 def parity_with_non_contiguous_inputs(kernel):
     """q, k and v that are transposed views (not contiguous)."""
-    views = tuple(
-        t.transpose(0, 1).contiguous().transpose(0, 1) for t in A.inputs(seed=11, dtype=F64)
-    )
+    x = A.inputs(seed=11, dtype=att.F64)
+    views = tuple(t.transpose(0, 1).contiguous().transpose(0, 1) for t in x)
     lib.parity(kernel, A, att.random_allow(L, S, seed=12), inputs=views)
 
 
 @exercise.check("parity")
 def parity_in_float32(kernel):
     """float32 at assert_close's default tolerance, with an [N, L, S] mask."""
-    lib.parity(kernel, A, att.random_allow(N, 1, L, S, seed=13), dtype=F32)
+    lib.parity(kernel, A, att.random_allow(N, 1, L, S, seed=13), dtype=att.F32)
 
 
 @exercise.check("gradients", points=2)
@@ -385,13 +358,7 @@ def gradients_finite_with_fully_masked_query(kernel):
     """With one query fully masked, the gradients of q, k and v stay finite."""
     allow = att.random_allow(N, 1, L, S, seed=15)
     allow[1, 0, 2] = False
-    grads = lib.grad(
-        kernel, A, A.build(kernel), A.inputs(seed=11), allow, att.randn(N, L, E, seed=2)
-    )
-    for name, g in zip(A.args, grads["inputs"], strict=True):
-        checks.finite(
-            checks.tensor(g, f"gradient of {name}"), f"gradient of {name} with a fully masked query"
-        )
+    lib.finite_gradients(kernel, A, allow, "with a fully masked query", seed=11)
 
 
 @exercise.check("from scratch", points=2)

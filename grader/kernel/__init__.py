@@ -4,11 +4,13 @@
   recovery: interrupt, restart, replay; restarts are counted there and only there);
 - `process`: one kernel process driven by nbclient, which runs code and reports;
 - `cells`: what one execution gave (`Execution`, `CellRun`) and the output bounds;
-- `channel`: the call channel and its wire format (`Request`, `Answer`, bounded answers);
+- `channel`: the call channel, two pipes per kernel (`Request`, `Answer`, frames, deadlines);
+- `wire`: the payload format of the call channel (plain data and raw tensors, bounded);
 - `launch`: the kernel's command, environment, import path and guard configuration;
 - `processes`: finding and killing every process a kernel started;
 - `sandbox`: bubblewrap, for `--sandbox` and the PID namespace of every kernel;
-- `guard`, `shim`: the code that runs inside the kernel (sent there as source text).
+- `guard`, `shim`: the code that runs inside the kernel (sent there as source text, with
+  `wire`'s).
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ class Execution:
     output: list[str] = field(default_factory=list)
     kept: int = 0
     cut: int = 0
+    answer: bytes = b""  # a call's answer (a `grader.kernel.wire` payload)
 
 
 @dataclass(frozen=True)

@@ -1,35 +1,48 @@
-"""The call channel and its wire format: how one request of the hidden suite reaches the shim
-in the kernel, and how its answer comes back.
+"""The call channel: how the hidden suite's requests reach the shim in the kernel, and how
+its answers come back.
 
-A request is a `Request` written with ``torch.save`` to a fresh, unguessable file in the
-session's private folder (created exclusively, never through a link, so the kernel cannot
-have prepared it); the shim answers with an `Answer` in a second such file, which is read
-only if it is a regular file of a sane size, and loaded with ``torch.load(weights_only=True)``
-after its structure and the tensors it describes are bounded. Nothing is ever unpickled.
+Each kernel gets two pipes of its own, made by the grader before the kernel starts and
+inherited by it alone: requests flow one way, answers the other. The shim serves them in a
+loop on the kernel's main thread (`grader.kernel.shim`), so a call costs two pipe writes,
+not a Jupyter execute request. Frames and payloads are `grader.kernel.wire`'s: plain data
+and raw tensor bytes, never a pickle; an answer is bounded (its length, its structure, its
+tensors) before anything is built from it.
+
+The grader waits in `poll`, on the answer pipe and on the kernel process itself (a
+pidfd), never in a sleep loop. When the loop starts it writes a fresh random token first:
+after an interrupt, whatever the old loop left on the pipe (a late or half-written answer)
+is skipped up to the new token. Nothing can be prepared on the channel ahead of time: the
+pipes exist from the kernel's start, nothing else has their other ends, and the session
+checks from outside (/proc) that the kernel still holds them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
-import secrets
-import stat
-import zipfile
-from pathlib import Path
+import select
+import time
 from typing import Any, TypedDict
 
-from grader.outcomes import NoAnswer
+from grader.kernel.wire import WIRE_HEADER
+from grader.outcomes import Status
 
 MiB = 1024**2
-# Bounds on what the kernel can make the grader hold: an answer file, the pickled structure
-# inside it, and the tensors it describes (a stride-0 view of a few bytes can claim
-# gigabytes).
-MAX_ANSWER_BYTES = 64 * MiB
+# Bounds on what the kernel can make the grader hold: an answer's structure (everything but
+# tensor data), the tensors it holds, and its nesting.
 MAX_STRUCTURE_BYTES = 4 * MiB
 MAX_TENSOR_BYTES = 64 * MiB
 MAX_NESTING = 32
-_OPEN_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-_OPEN_ANSWER = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_F_SETPIPE_SZ = 1031  # linux/fcntl.h
+_PIPE_BYTES = 1 * MiB  # room for a request of a few hundred thousand floats in one write
+_SLICE_MS = 250  # how often to look at the kernel where Linux offers no pidfd
+EXIT_SECONDS = 2.0  # how long a kernel whose pipes closed has to be gone, to count as dead
+
+
+def max_answer_bytes() -> int:
+    """The longest answer frame the grader reads: the structure, its length, the tensors."""
+    return MAX_STRUCTURE_BYTES + MAX_TENSOR_BYTES + 4
 
 
 class Request(TypedDict, total=False):
@@ -37,8 +50,10 @@ class Request(TypedDict, total=False):
 
     `op` is "call" (``target.method(*args, **kwargs)``, or ``target(...)`` without a
     method), "grad" (backpropagate ``sum(output * cotangent)``), "modules" (the submodules
-    of `target`) or "output_cut" (what the shim dropped of each cell's output). A target
-    is ``{"__global__": name}`` or ``{"__ref__": n}``; torch is seeded with `seed` first."""
+    of `target`), "output_cut" (what the shim dropped of each cell's output), "batch"
+    (`requests`, answered in order, up to the first that raises) or "end" (the shim's loop
+    returns). A target is ``{"__global__": name}`` or ``{"__ref__": n}``; torch is seeded
+    with `seed` first."""
 
     op: str
     target: dict[str, Any]
@@ -50,131 +65,198 @@ class Request(TypedDict, total=False):
     cotangent: Any
     output_path: list[int]
     params_of: dict[str, Any] | None
+    requests: list[Any]
 
 
 class Answer(TypedDict, total=False):
     """The shim's answer: `value` (tensors and plain data; an object of the candidate's as
-    ``{"__ref__": n, "type": name}``, a value that cannot cross as ``{"__foreign__": name}``)
-    or `raised` (what candidate code raised: type, message, where, line and flags)."""
+    ``{"__ref__": n, "type": name}``, a value that cannot cross as ``{"__foreign__": name}``),
+    `raised` (what candidate code raised: type, message, where, line and flags), or, for a
+    batch, `answers` (one Answer per request answered)."""
 
     value: Any
     raised: dict[str, Any]
+    answers: list[Any]
+
+
+class Transfer:
+    """What one send or receive came to: passed (with the payload received), timeout (the
+    deadline came first), crashed (the kernel is gone) or error (the stream is out of step:
+    `message` says how)."""
+
+    __slots__ = ("message", "payload", "status")
+
+    def __init__(self, status: Status, payload: bytes = b"", message: str = "") -> None:
+        self.status = status
+        self.payload = payload
+        self.message = message
 
 
 class Channel:
-    """Request and answer files in the session's private `folder`."""
+    """The two pipes of one kernel, seen from the grader (see the module docstring)."""
 
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
+    def __init__(self) -> None:
+        self._requests_r, self._requests_w = os.pipe()
+        self._answers_r, self._answers_w = os.pipe()
+        for fd in (self._requests_w, self._answers_w):
+            with contextlib.suppress(OSError):  # Linux; elsewhere the default size
+                fcntl.fcntl(fd, _F_SETPIPE_SZ, _PIPE_BYTES)
+        os.set_blocking(self._requests_w, False)
+        os.set_blocking(self._answers_r, False)
+        self.inodes = {
+            self._requests_r: os.fstat(self._requests_r).st_ino,
+            self._answers_w: os.fstat(self._answers_w).st_ino,
+        }
+        self._kernel_open = True
+        self._broken = ""  # why every transfer fails at once (the kernel closed its ends)
+        self._buffer = bytearray()
+        self._sequence = 0
+        self._pidfd = -1
+        self._alive: Any = None
 
-    def send(self, request: Request) -> tuple[Path, Path]:
-        """Write the request; return (request file, where the answer will be).
+    @property
+    def kernel_fds(self) -> tuple[int, int]:
+        """The kernel's ends: (where it reads requests, where it writes answers)."""
+        return self._requests_r, self._answers_w
 
-        Raises:
-            NoAnswer: the grader's folder was tampered with.
-        """
-        import torch  # here, not at the top: the CLI launches the kernel before loading torch
-
-        name = secrets.token_hex(8)
-        request_path = self.folder / f"request-{name}.pt"
-        answer_path = self.folder / f"answer-{name}.pt"
-        try:
-            self.folder.mkdir(mode=0o700, exist_ok=True)
-            with os.fdopen(os.open(request_path, _OPEN_NEW, 0o600), "wb") as f:
-                torch.save(request, f)
-        except OSError as e:
-            raise NoAnswer(f"the grader's folder was tampered with ({e.strerror})") from None
-        return request_path, answer_path
-
-    def receive(self, request_path: Path, answer_path: Path) -> dict[str, Any] | None:
-        """The answer (None when the shim wrote none); both files are removed.
-
-        Raises:
-            NoAnswer: the answer is there but is not a readable answer of a sane size.
-        """
-        with contextlib.suppress(OSError):
-            request_path.unlink()
-        try:
-            return read_answer(answer_path)
-        finally:
+    def launched(self, pid: int | None, alive: Any) -> None:
+        """The kernel process has started: close our copies of its ends (so its death
+        reads as the end of the answers) and watch the process (`alive()` says whether it
+        runs, where Linux offers no pidfd)."""
+        self._close_kernel_ends()
+        self._alive = alive
+        if pid is not None and hasattr(os, "pidfd_open"):
             with contextlib.suppress(OSError):
-                answer_path.unlink()
+                self._pidfd = os.pidfd_open(pid)
 
-    @staticmethod
-    def forget(*paths: Path) -> None:
-        """Remove a call's files (an answer written late is never read)."""
-        for path in paths:
-            with contextlib.suppress(OSError):
-                path.unlink()
+    def close(self) -> None:
+        """Close every end still open here (each once: a closed number may be reused)."""
+        self._close_kernel_ends()
+        for fd in (self._requests_w, self._answers_r, self._pidfd):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._requests_w = self._answers_r = self._pidfd = -1
 
-    @staticmethod
-    def serve_code(shim: str, namespace: str, request_path: Path, answer_path: Path) -> str:
-        """The code the kernel runs to answer one request (`shim` and `namespace` are
-        expressions naming the shim module and the notebook's namespace)."""
-        return f"{shim}.serve({namespace}, {str(request_path)!r}, {str(answer_path)!r})"
+    def _close_kernel_ends(self) -> None:
+        if self._kernel_open:
+            for fd in self.kernel_fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._kernel_open = False
 
+    def resync(self, token: bytes, deadline: float, ended: bytes = b"") -> Transfer:
+        """Skip what is on the answer pipe up to and including `token`, the first thing a
+        fresh serving loop writes; `ended` first means the loop ended before it began."""
+        if self._broken:
+            return Transfer(Status.ERROR, message=self._broken)
+        self._buffer.clear()
+        keep = max(len(token), len(ended))
+        while True:
+            if ended and ended in self._buffer:
+                return Transfer(Status.ERROR, message="the grader's shim is gone")
+            found = self._buffer.find(token)
+            if found >= 0:
+                del self._buffer[: found + len(token)]
+                return Transfer(Status.PASSED)
+            del self._buffer[: max(0, len(self._buffer) - keep)]
+            filled = self._fill(deadline)
+            if filled.status != Status.PASSED:
+                return filled
 
-def read_answer(path: Path) -> dict[str, Any] | None:
-    """The shim's answer file, or None. Never follows a link, never blocks on a FIFO, never
-    unpickles, and holds no more than the bounds above: the file's size and its pickled
-    structure are checked before it is loaded, the tensors it describes before any of
-    them is used.
+    def send(self, payload: bytes, deadline: float) -> Transfer:
+        """Write one request frame; returns its transfer (passed, timeout or crashed)."""
+        if self._broken:
+            return Transfer(Status.ERROR, message=self._broken)
+        self._sequence += 1
+        data = memoryview(WIRE_HEADER.pack(self._sequence, len(payload)) + payload)
+        while data:
+            try:
+                written = os.write(self._requests_w, data)
+            except BlockingIOError:
+                status = self._wait(self._requests_w, select.POLLOUT, deadline)
+                if status != Status.PASSED:
+                    return Transfer(status)
+                continue
+            except OSError:  # EPIPE: nobody reads requests any more
+                return self._closed()
+            data = data[written:]
+        return Transfer(Status.PASSED)
 
-    Raises:
-        NoAnswer: the file is there but is not a readable answer of a sane size.
-    """
-    import torch
+    def receive(self, deadline: float) -> Transfer:
+        """Read the answer frame to the request just sent."""
+        header = self._need(WIRE_HEADER.size, deadline)
+        if header.status != Status.PASSED:
+            return header
+        sequence, length = WIRE_HEADER.unpack_from(self._buffer)
+        if sequence != self._sequence:
+            return Transfer(Status.ERROR, message="an answer out of step with its request")
+        if length > max_answer_bytes():
+            return Transfer(
+                Status.ERROR, message=f"an answer of {length:,} bytes, more than the grader reads"
+            )
+        body = self._need(WIRE_HEADER.size + length, deadline)
+        if body.status != Status.PASSED:
+            return body
+        payload = bytes(self._buffer[WIRE_HEADER.size : WIRE_HEADER.size + length])
+        del self._buffer[: WIRE_HEADER.size + length]
+        return Transfer(Status.PASSED, payload)
 
-    try:
-        fd = os.open(path, _OPEN_ANSWER)
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        raise NoAnswer(f"unreadable answer ({e.strerror})") from None
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ANSWER_BYTES:
-            raise NoAnswer("the answer is not a regular file of a sane size")
-        os.set_blocking(fd, True)
-        try:
-            _check_structure(f)
-            answer = torch.load(f, weights_only=True)
-        except NoAnswer:
-            raise
-        except Exception as e:  # a damaged or forged file is the candidate's doing
-            raise NoAnswer(f"unreadable answer ({type(e).__name__})") from None
-    if not isinstance(answer, dict):
-        raise NoAnswer("malformed answer")
-    size = tensor_bytes(answer)
-    if size > MAX_TENSOR_BYTES:
-        raise NoAnswer(
-            f"the answer holds tensors of {size:,} bytes, more than the grader accepts "
-            f"({MAX_TENSOR_BYTES:,})"
-        )
-    return answer
+    def _need(self, size: int, deadline: float) -> Transfer:
+        while len(self._buffer) < size:
+            filled = self._fill(deadline, size - len(self._buffer))
+            if filled.status != Status.PASSED:
+                return filled
+        return Transfer(Status.PASSED)
 
+    def _closed(self) -> Transfer:
+        """The kernel's end of a pipe is closed: it died (a dying process closes its files
+        a moment before it is gone: give it that moment), or closed it itself."""
+        if self._exits_within(EXIT_SECONDS):
+            return Transfer(Status.CRASHED)
+        self._broken = "the kernel closed the call channel"  # for good: fail fast from now
+        return Transfer(Status.ERROR, message=self._broken)
 
-def _check_structure(f: Any) -> None:
-    """The pickled part of a torch.save archive (everything but tensor data) must be
-    small: a few megabytes of pickle can build lists of millions of objects."""
-    with zipfile.ZipFile(f) as archive:
-        pickles = [i for i in archive.infolist() if i.filename.endswith(".pkl")]
-        if sum(i.file_size for i in pickles) > MAX_STRUCTURE_BYTES:
-            raise NoAnswer("the answer's structure is too large")
-    f.seek(0)
+    def _exits_within(self, seconds: float) -> bool:
+        if self._pidfd >= 0:
+            return bool(select.select([self._pidfd], [], [], seconds)[0])
+        deadline = time.monotonic() + seconds
+        while self._alive and self._alive():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(_SLICE_MS / 1000 / 5)
+        return True
 
+    def _fill(self, deadline: float, want: int = 1 << 16) -> Transfer:
+        """Read what the answer pipe holds (waiting for it until `deadline`)."""
+        while True:
+            try:
+                chunk = os.read(self._answers_r, max(want, 1 << 16))
+            except BlockingIOError:
+                status = self._wait(self._answers_r, select.POLLIN, deadline)
+                if status != Status.PASSED:
+                    return Transfer(status)
+                continue
+            except OSError:
+                return self._closed()
+            if not chunk:  # every writer is gone
+                return self._closed()
+            self._buffer += chunk
+            return Transfer(Status.PASSED)
 
-def tensor_bytes(value: Any, depth: int = 0) -> int:
-    """The bytes the tensors in an answer would take once materialised (a stride-0 view
-    counts at its full size: that is what computing with it costs)."""
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return value.numel() * value.element_size()
-    if depth > MAX_NESTING:
-        raise NoAnswer("the answer is nested too deeply")
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, (list, tuple)):
-        return sum(tensor_bytes(item, depth + 1) for item in value)
-    return 0
+    def _wait(self, fd: int, event: int, deadline: float) -> Status:
+        """Wait until `fd` is ready, the kernel dies or the deadline passes."""
+        poller = select.poll()
+        poller.register(fd, event)
+        if self._pidfd >= 0:
+            poller.register(self._pidfd, select.POLLIN)
+        while True:
+            left_ms = (deadline - time.monotonic()) * 1000
+            if left_ms <= 0:
+                return Status.TIMEOUT
+            timeout = left_ms if self._pidfd >= 0 else min(left_ms, _SLICE_MS)
+            ready = dict(poller.poll(timeout))
+            if ready.get(fd):
+                return Status.PASSED
+            if self._pidfd in ready or (self._pidfd < 0 and self._alive and not self._alive()):
+                return Status.CRASHED

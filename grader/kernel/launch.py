@@ -19,8 +19,9 @@ from grader.kernel import processes as procs
 from grader.kernel import sandbox
 
 _HERE = Path(__file__).parent
-# The kernel-side code: the guard first (the shim's install calls it), then the shim.
-SHIM_SOURCE = (_HERE / "guard.py").read_text() + "\n\n" + (_HERE / "shim.py").read_text()
+# The kernel-side code: the guard first (the shim's install calls it), the wire format, then
+# the shim.
+SHIM_SOURCE = "\n\n".join((_HERE / name).read_text() for name in ("guard.py", "wire.py", "shim.py"))
 # Always importable by candidates besides the standard library and the declared packages.
 RUNTIME_PACKAGES = ("torch", "IPython", "ipykernel")
 # Runs in an interpreter that ignores PYTHON* variables, the user site and site processing
@@ -144,10 +145,10 @@ def kernel_environment(home: Path, token: str) -> dict[str, str]:
     return env
 
 
-def start_options(home: Path, workdir: Path, token: str, records_fd: int) -> dict[str, Any]:
-    """Keyword arguments for starting the kernel process; it inherits `records_fd`, the
-    writing end of the guard's record channel, and nothing else of ours but what
-    `kernel_environment` passes.
+def start_options(home: Path, workdir: Path, token: str, fds: tuple[int, ...]) -> dict[str, Any]:
+    """Keyword arguments for starting the kernel process; it inherits `fds` (the writing
+    end of the guard's record channel, its ends of the call channel), and nothing else of
+    ours but what `kernel_environment` passes.
 
     Its own stdout/stderr are dropped: candidate output arrives through Jupyter, bounded,
     or not at all (GRADER_DEBUG=1 sends them to the grader's stderr). Its environment
@@ -162,7 +163,7 @@ def start_options(home: Path, workdir: Path, token: str, records_fd: int) -> dic
         "stdin": subprocess.DEVNULL,
         "stdout": sys.stderr.fileno() if debug else subprocess.DEVNULL,
         "stderr": None if debug else subprocess.DEVNULL,
-        "pass_fds": (records_fd,),
+        "pass_fds": fds,
     }
 
 

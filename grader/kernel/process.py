@@ -1,10 +1,12 @@
 """One kernel process: started in a fresh home and working folder, driven by nbclient.
 
 `KernelProcess` starts the kernel (`launch`, then `connect` with the code that installs the
-guard and the shim), runs code in it (`execute` for cells, `quick` for the shim's calls),
-interrupts it and checks that it came back (`settled`), and kills it with everything it
-started (`kill_all`). Each method reports what happened; none of them restarts, replays or
-decides anything on its own: that is the session's job (`grader.kernel.session`).
+guard and the shim), runs code in it (`execute` for cells), carries the suite's calls over
+its call channel (`call`: the first call starts the shim's serving loop with one execute
+request; every call after that is two pipe writes), interrupts it and checks that it came
+back (`settled`), and kills it with everything it started (`kill_all`). Each method
+reports what happened; none of them restarts, replays or decides anything on its own:
+that is the session's job (`grader.kernel.session`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from nbclient.exceptions import DeadKernelError
 
 from grader.errors import KernelStartError
 from grader.kernel import processes as procs
+from grader.kernel import wire
 from grader.kernel.cells import TIMEOUT_NAME, CellClient, Execution, one_line
+from grader.kernel.channel import Channel
 from grader.kernel.launch import kernel_manager, start_options
 from grader.limits import Limits
 from grader.outcomes import Status
@@ -64,6 +68,8 @@ class KernelProcess:
     def __init__(
         self, root: Path, token: str, records_fd: int, limits: Limits, budget: OutputBudget
     ) -> None:
+        self.channel = Channel()
+        self.serving = ""  # the id of the execute request the shim's loop runs in, if any
         self.root = root
         self.workdir = root / "work"
         self.token = token
@@ -119,13 +125,13 @@ class KernelProcess:
         client.on_cell_executed = self._on_reply
         client.timeout_func = self._time_limit
         self.client = client
+        fds = (self.records_fd, *self.channel.kernel_fds)
         try:
-            client.start_new_kernel(
-                **start_options(home, self.workdir, self.token, self.records_fd)
-            )
+            client.start_new_kernel(**start_options(home, self.workdir, self.token, fds))
         except Exception as e:
             self.stop()
             raise KernelStartError(f"could not start the kernel: {one_line(e)}") from None
+        self.channel.launched(self.pid, self._alive)
 
     def connect(self, install: str) -> None:
         """Wait for the kernel, then run `install` (the guard and the shim) in it.
@@ -152,7 +158,9 @@ class KernelProcess:
         came back is for `settled` to say); a dead kernel makes it crashed."""
         client = self.client
         run = Execution()
-        if client is None:  # stopped (past the deadline)
+        if client is not None and self.serving:
+            self._leave()
+        if client is None or self.client is None:  # stopped (past the deadline), or died
             run.status = Status.CRASHED
             return run
         client.execution = run if keep_output else None
@@ -187,20 +195,38 @@ class KernelProcess:
         reply: dict[str, Any] = self.reply or {}
         return str(reply.get("parent_header", {}).get("msg_id", ""))
 
-    def quick(self, code: str, timeout: float) -> Execution:
-        """Run one call of the shim: a silent execute, waiting only for its reply (its output
-        is not wanted). Past `timeout` it is a timeout and the kernel is still busy: the
-        caller interrupts it."""
-        return run_sync(self._async_quick)(code, timeout)
+    def call(self, payload: bytes, timeout: float) -> Execution:
+        """Carry one request (a `grader.kernel.wire` payload) to the shim and return its
+        answer's payload in `run.answer`. Past `timeout` it is a timeout and the kernel is
+        still busy (the caller interrupts it); an answer out of step with its request is an
+        error (the caller interrupts too, so that the loop starts afresh)."""
+        deadline = time.monotonic() + timeout
+        run = Execution()
+        if self.client is None:
+            run.status = Status.CRASHED
+            return run
+        if not self.serving:
+            transfer = self._serve(deadline)
+            if transfer.status == Status.PASSED:
+                transfer = self.channel.send(payload, deadline)
+        else:
+            transfer = self.channel.send(payload, deadline)
+        if transfer.status == Status.PASSED:
+            transfer = self.channel.receive(deadline)
+        run.status, run.message, run.answer = transfer.status, transfer.message, transfer.payload
+        return run
 
     def interrupt(self) -> None:
         """Ask the kernel to stop what it is running."""
         run_sync(self._interrupt)()
 
     def settled(self) -> bool:
-        """After an interrupt: whether the kernel comes back and answers a probe."""
+        """After an interrupt: whether the kernel comes back (the serving loop's execute
+        request ends, or, between cells, the kernel answers a probe)."""
         if self.client is None:
             return False
+        if self.serving:
+            return run_sync(self._end_of_serving)(SETTLE_SECONDS)
         probe = nbformat.v4.new_code_cell("pass")
         self.timeout = SETTLE_SECONDS
         self.reply = None
@@ -217,7 +243,9 @@ class KernelProcess:
         with held():
             client, pid = self.client, self.pid
             self.client = None
+            self.serving = ""
             kill_all(self.token, pid)
+            self.channel.close()
             if client is not None:
                 with contextlib.suppress(Exception):  # the kernel is gone; tidy up nbclient
                     client._cleanup_kernel()
@@ -226,38 +254,64 @@ class KernelProcess:
         if self.client is not None and self.client.km is not None:
             await ensure_async(self.client.km.interrupt_kernel())
 
-    async def _async_quick(self, code: str, timeout: float) -> Execution:
+    def _serve(self, deadline: float) -> Any:
+        """Start the shim's serving loop: one silent execute request, then wait for the
+        fresh token the loop writes first. Whenever the loop ends, a second token follows
+        (so a loop that cannot start, the shim gone, is known at once)."""
+        token, ended = (f"\0grader-{secrets.token_hex(16)}".encode() for _ in range(2))
+        _, answers = self.channel.kernel_fds
+        code = (
+            f"try:\n    {self.shim}.serve({self.namespace}, {token!r})\n"
+            f"finally:\n    __import__('os').write({answers}, {ended!r})"
+        )
+        self.serving = run_sync(self._send_execute)(code)
+        return self.channel.resync(token, deadline, ended)
+
+    def _leave(self) -> None:
+        """End the serving loop (so that code can run as a cell again)."""
+        self.channel.send(wire.pack({"op": "end"}), time.monotonic() + SETTLE_SECONDS)
+        if not run_sync(self._end_of_serving)(SETTLE_SECONDS):
+            self.stop()  # a loop that will not end: the caller finds the kernel gone
+
+    def _alive(self) -> bool:
+        manager = self.client.km if self.client is not None else None
+        process = getattr(getattr(manager, "provisioner", None), "process", None)
+        return process is not None and process.poll() is None
+
+    async def _send_execute(self, code: str) -> str:
         client = self.client
-        run = Execution()
-        if client is None:
-            run.status = Status.CRASHED
-            return run
+        assert client is not None
         kc = client.kc
         assert isinstance(kc, AsyncKernelClient)
-        msg_id = kc.execute(
-            code, silent=True, store_history=False, allow_stdin=False, stop_on_error=False
+        return str(
+            kc.execute(
+                code, silent=True, store_history=False, allow_stdin=False, stop_on_error=False
+            )
         )
+
+    async def _end_of_serving(self, timeout: float) -> bool:
+        """Wait up to `timeout` for the reply to the serving loop's execute request."""
+        client = self.client
+        if client is None:
+            return False
+        kc = client.kc
+        assert isinstance(kc, AsyncKernelClient)
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                run.status = Status.TIMEOUT
-                return run
+                return False
             try:
                 msg = await kc.shell_channel.get_msg(timeout=min(left, 1.0))
             except Empty:
                 if not await kc.is_alive():
-                    run.status = Status.CRASHED
-                    return run
+                    return False
                 continue
-            if msg["parent_header"].get("msg_id") == msg_id:
+            if msg["parent_header"].get("msg_id") == self.serving:
                 break
+        self.serving = ""
         await _drain(kc.iopub_channel)
-        content = msg.get("content", {})
-        if content.get("status") == "error":
-            run.status = Status.ERROR
-            run.message = one_line(f"{content.get('ename', 'Error')}: {content.get('evalue', '')}")
-        return run
+        return True
 
     def _time_limit(self, cell: object) -> int | None:
         """nbclient's per-cell time limit (typed as whole seconds, used as any number)."""

@@ -15,6 +15,7 @@ import contextlib
 import fcntl
 import os
 import secrets
+import select
 import shutil
 import threading
 import time
@@ -24,8 +25,9 @@ from typing import Any
 
 from grader.errors import KernelStartError
 from grader.kernel import processes as procs
+from grader.kernel import wire
 from grader.kernel.cells import CellRun, Execution, cell_run
-from grader.kernel.channel import MAX_TENSOR_BYTES, Channel, Request
+from grader.kernel.channel import MAX_NESTING, MAX_STRUCTURE_BYTES, MAX_TENSOR_BYTES, Request
 from grader.kernel.launch import (
     environment_changes,
     environment_snapshot,
@@ -77,11 +79,11 @@ class Session:
         self._cell_ids: dict[int, str] = {}
         cell, total = limits.output_budget
         self._budget = OutputBudget(cell, total)
-        self._done = threading.Event()
+        self._wake_r = self._wake_w = -1  # set by _open: wakes the watchdog to end
+        self._watchdog_thread: threading.Thread | None = None
         self._lock = threading.Lock()
         # set by _open: the scratch space and the record channel
         self._root: Path | None = None
-        self._channel = Channel(Path())
         self._environment: dict[str, int] = {}
         self._records = self._records_w = -1
         self._records_inode = 0
@@ -146,20 +148,21 @@ class Session:
         Raises:
             CallTimeout: the call ran past its limit (or the grading past its own).
             KernelCrashed: the kernel died (a fresh one is already running).
-            NoAnswer: the kernel wrote no answer.
+            NoAnswer: the kernel gave no answer the grader can read.
         """
         process = self._process
         if process is None or not process.running:  # the deadline passed, the kernel is gone
             raise CallTimeout(f"grading passed its {self.limits.total_timeout:g} s limit")
         self.calls += 1
-        request_path, answer_path = self._channel.send(request)
-        code = self._channel.serve_code(process.shim, process.namespace, request_path, answer_path)
+        payload = wire.pack(request)
         left = max(1.0, self.deadline - time.monotonic())
         limit = min(timeout or self.limits.call_timeout, left)
-        run = self._recover(process.quick(code, limit), interrupt=True)
+        run = process.call(payload, limit)
+        if run.status == Status.ERROR:  # out of step: interrupt, so the loop starts afresh
+            self._recover(replace(run, status=Status.TIMEOUT), interrupt=True)
+        else:
+            run = self._recover(run, interrupt=True)
         self._read_records()
-        if run.status in (Status.CRASHED, Status.TIMEOUT):
-            self._channel.forget(request_path, answer_path)
         if run.status == Status.CRASHED and self.expired:
             self._stop()
             raise CallTimeout(f"grading passed its {self.limits.total_timeout:g} s limit")
@@ -167,10 +170,9 @@ class Session:
             raise KernelCrashed()
         if run.status == Status.TIMEOUT:
             raise CallTimeout(f"a call into the candidate's code ran past the {limit:g} s limit")
-        answer = self._channel.receive(request_path, answer_path)
-        if answer is None:
-            raise NoAnswer(run.message or "no answer file")
-        return answer
+        if run.status == Status.ERROR:
+            raise NoAnswer(run.message)
+        return read_answer(run.answer)
 
     # -- recovery: the one place that interrupts, restarts and replays --------------
 
@@ -235,28 +237,45 @@ class Session:
         """The scratch space, the record channel and the watchdog."""
         self._environment = environment_snapshot()
         self._root = scratch_root()
-        (self._root / "io").mkdir()
-        self._channel = Channel(self._root / "io")
         # The guard's record channel: the kernel holds the writing end, we read.
         self._records, self._records_w = os.pipe()
         with contextlib.suppress(OSError):  # room for bursts between drains (Linux)
             fcntl.fcntl(self._records_w, _F_SETPIPE_SZ, 1 << 20)
         os.set_blocking(self._records, False)
         self._records_inode = os.fstat(self._records).st_ino
+        self._wake_r, self._wake_w = os.pipe()
         watchdog = threading.Thread(target=self._watchdog, name="grader-watchdog", daemon=True)
         watchdog.start()
+        self._watchdog_thread = watchdog
 
     def _watchdog(self) -> None:
-        """The watchdog, a thread of its own: it drains the record channel (so the guard
-        never waits on a full pipe) and, once the deadline is well past, kills the kernel
-        and everything it started, so that no wait on the kernel (a replay, a start, an
-        interrupt it ignores) outlasts --timeout: the main thread then finds the kernel
-        dead and winds down."""
-        while not self._done.wait(0.1):
-            self._drain()
-            if time.monotonic() >= self.deadline + WATCHDOG_GRACE:
+        """The watchdog, a thread of its own: it drains the record channel whenever the
+        guard writes (so the guard never waits on a full pipe) and, once the deadline is
+        well past, kills the kernel and everything it started, so that no wait on the
+        kernel (a replay, a start, an interrupt it ignores) outlasts --timeout: the main
+        thread then finds the kernel dead and winds down. It sleeps in `select` between
+        events; `close` wakes it to end."""
+        while True:
+            left = self.deadline + WATCHDOG_GRACE - time.monotonic()
+            if left <= 0:
                 process = self._process
                 kill_all(self._token, process.pid if process is not None else None)
+                left = 1.0  # past the deadline: look again in a second, until closed
+            ready, _, _ = select.select([self._records, self._wake_r], [], [], left)
+            if self._wake_r in ready:
+                return
+            if ready:
+                self._drain()
+
+    def _end_watchdog(self) -> None:
+        """Wake the watchdog and wait for it to end (before the pipes it watches close)."""
+        if self._watchdog_thread is None:
+            return
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"x")
+        if self._watchdog_thread is not threading.current_thread():
+            self._watchdog_thread.join()
+        self._watchdog_thread = None
 
     def _start(self) -> None:
         self._launch()
@@ -272,8 +291,10 @@ class Session:
     def _connect(self) -> None:
         assert self._process is not None
         config = {
-            **guard_config(self.workdir, [self._channel.folder], self._packages),
+            **guard_config(self.workdir, [], self._packages),
+            "channel": list(self._process.channel.kernel_fds),
             "max_tensor_bytes": MAX_TENSOR_BYTES,
+            "max_structure_bytes": MAX_STRUCTURE_BYTES,
             "watch": self._watch,
         }
         cell, total = self.limits.output_budget
@@ -293,7 +314,7 @@ class Session:
         """Kill the kernel and everything it started; remove the scratch space; say if the
         grading environment changed meanwhile. Runs to the end whatever signal arrives."""
         with held():
-            self._done.set()
+            self._end_watchdog()
             self._stop()
             if self._root is not None:
                 shutil.rmtree(self._root, ignore_errors=True)
@@ -304,10 +325,11 @@ class Session:
                         self._reader.add(
                             Finding("environment", f"the grading environment changed: {changed}")
                         )
-                for fd in (self._records, self._records_w):
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
-                self._records = self._records_w = -1
+                for fd in (self._records, self._records_w, self._wake_r, self._wake_w):
+                    if fd >= 0:
+                        with contextlib.suppress(OSError):
+                            os.close(fd)
+                self._records = self._records_w = self._wake_r = self._wake_w = -1
 
     # -- the notebook's cells ---------------------------------------------------------
 
@@ -358,21 +380,26 @@ class Session:
                 self._reader.feed(data)
 
     def _check_channel(self) -> None:
-        """The kernel's end of the record channel must still be the pipe we gave it: a
-        kernel that redirects it (os.dup2, os.close) is tampering with the grader. Read
-        from /proc, outside the kernel's reach."""
+        """The kernel's ends of the record channel and of the call channel must still be
+        the pipes we gave it: a kernel that redirects one (os.dup2, os.close) is tampering
+        with the grader. Read from /proc, outside the kernel's reach."""
         process = self._process
         if process is None or not process.running or not self._reader.pids:
             return
         pid = self._kernel_host_pid(process)
         if pid is None:
             return
-        try:
-            link = os.readlink(f"/proc/{pid}/fd/{self._records_w}")
-        except OSError:
-            link = ""
-        if link != f"pipe:[{self._records_inode}]" and procs.alive(pid):
-            self._reader.add(Finding("tamper", "the kernel redirected the grader's record channel"))
+        ends = {self._records_w: self._records_inode, **process.channel.inodes}
+        for fd, inode in ends.items():
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                link = ""
+            if link != f"pipe:[{inode}]" and procs.alive(pid):
+                what = "record" if fd == self._records_w else "call"
+                self._reader.add(
+                    Finding("tamper", f"the kernel redirected the grader's {what} channel")
+                )
 
     def _kernel_host_pid(self, process: KernelProcess) -> int | None:
         """The kernel's process id as this process sees it (a sandbox has its own PID
@@ -390,3 +417,19 @@ class Session:
 def _count(value: object) -> int:
     """A count the kernel sent (the candidate may have forged it): a non-negative int or 0."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def read_answer(payload: bytes) -> dict[str, Any]:
+    """The answer a payload carries, within the channel's bounds (structure, tensors,
+    nesting).
+
+    Raises:
+        NoAnswer: the payload is not an answer the grader accepts.
+    """
+    try:
+        answer = wire.unpack(payload, MAX_STRUCTURE_BYTES, MAX_TENSOR_BYTES, MAX_NESTING)
+    except wire.WireError as e:
+        raise NoAnswer(str(e)) from None
+    if not isinstance(answer, dict):
+        raise NoAnswer("malformed answer")
+    return answer

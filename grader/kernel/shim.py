@@ -1,10 +1,11 @@
 """The runtime shim: the only grader code that runs inside the candidate's kernel.
 
-Its source is sent to the kernel as text, after guard.py's (it is never imported there
-from the grader package, which the kernel may not touch). It reads one request file,
-calls candidate code, and writes one response file of plain data and tensors, which the
-grader loads with ``torch.load(weights_only=True)``. It decides nothing: every verdict is
-computed in the grader's own process.
+Its source is sent to the kernel as text, after guard.py's and wire.py's (it is never
+imported there from the grader package, which the kernel may not touch). `serve` runs on
+the kernel's main thread for as long as the hidden suite calls: it reads request frames
+from the call channel's pipe, calls candidate code, and writes answer frames of plain data
+and tensors (`grader.kernel.wire`; nothing is pickled). It decides nothing: every verdict
+is computed in the grader's own process.
 
 What it and the guard see of the exercise's watched built-ins goes to the grader through
 the guard's record channel, never through an answer.
@@ -12,6 +13,7 @@ the guard's record channel, never through an answer.
 
 import contextlib
 import linecache
+import os
 import sys
 import traceback
 from typing import TYPE_CHECKING
@@ -24,13 +26,13 @@ if TYPE_CHECKING:  # in the kernel, guard.py's source runs first and IPython is 
     from IPython import get_ipython
 
     from grader.kernel.guard import install_guard
+    from grader.kernel.wire import WIRE_HEADER, pack, unpack
 
-_save = torch.save
-_load = torch.load
 _objects: dict[int, object] = {}
 _cut: dict[str, int] = {}
 _MAX_TEXT = 400
-_limits = {"tensor_bytes": 64 * 1024**2}  # the grader's bound on the tensors in an answer
+# the grader's bounds on an answer: the tensors it holds, its structure
+_limits = {"tensor_bytes": 64 * 1024**2, "structure_bytes": 4 * 1024**2}
 
 
 def install(fd, config, cell_output, total_output):
@@ -39,6 +41,7 @@ def install(fd, config, cell_output, total_output):
     `serve`; then run the exercise's own kernel setup (trusted code, before any cell)."""
     state, record, protected = install_guard(fd, config)
     _limits["tensor_bytes"] = config.get("max_tensor_bytes", _limits["tensor_bytes"])
+    _limits["structure_bytes"] = config.get("max_structure_bytes", _limits["structure_bytes"])
     _cap_output(cell_output, total_output)
     _cap_displays(total_output)
     restore_streams = _keep_streams()
@@ -47,38 +50,54 @@ def install(fd, config, cell_output, total_output):
     modes = _modes(record, frozenset(watch.get("functions", ())), tuple(watch.get("ops", ())))
     if watch.get("setup"):
         exec(compile(watch["setup"], "<grader-exercise-setup>", "exec"), {})
+    requests_fd, answers_fd = config["channel"]
 
     def serve(
         ns,
-        request_path,
-        response_path,
+        token,
         _state=state,
         _modes=modes,
         _respond=respond,
-        _load=_load,
-        _save=_save,
+        _answer=_answer,
+        _receive=_receive,
+        _header=WIRE_HEADER,
+        _write=_write_all,
+        _requests=requests_fd,
+        _answers=answers_fd,
         _restore=restore_streams,
+        _threads=torch.get_num_threads,
+        _set_threads=torch.set_num_threads,
     ):
-        """Answer one request file (written by the grader) with one response file. The
-        guard lets the shim itself read and write the grader's folder, nobody else."""
-        _restore()
-        _state["busy"] = True
+        """Serve the grader's requests on this (the main) thread until the grader ends the
+        loop, or an interrupt does. First throw away what an interrupted loop left unread,
+        then write `token`: the grader reads fresh answers from there on. The calls run
+        with one torch thread (the suite's inputs are small: waking a thread pool for each
+        op costs more than the op; the cells keep torch's default). What candidate code
+        prints meanwhile is capped as a cell's output and flushed by the kernel's own I/O
+        thread; no one reads it."""
+        _receive(_requests, drain=True)
+        _write(_answers, token)
+        threads = _threads()
+        _set_threads(1)
         try:
-            request = _load(request_path, weights_only=True)
+            while True:
+                frame = _receive(_requests)
+                if frame is None:  # the grader is gone
+                    return
+                sequence, request = frame
+                if request.get("op") == "end":
+                    return
+                _restore()
+                _state["active"] = True
+                try:
+                    response = _respond(request, ns, _modes)
+                finally:
+                    _state["active"] = False
+                    _restore()
+                data = _answer(response)
+                _write(_answers, _header.pack(sequence, len(data)) + data)
         finally:
-            _state["busy"] = False
-        _state["active"] = True
-        try:
-            response = _respond(request, ns, _modes)
-        finally:
-            _state["active"] = False
-            _restore()
-        _state["busy"] = True
-        try:
-            _save(response, response_path)
-        finally:
-            _state["busy"] = False
-        sys.stdout.flush()
+            _set_threads(threads)
 
     protected.extend((serve, respond))
     globals()["serve"] = serve
@@ -186,11 +205,22 @@ def _modes(record, watch_functions, watch_ops):
         def _should_skip_dynamo(cls):
             return False  # otherwise the first use imports torch._dynamo: two seconds per grading
 
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None, _record=record):
-            name = str(func)
-            for op in watch_ops:
-                if op in name:
-                    _record("builtin", name.rsplit(".", 1)[0])
+        def __torch_dispatch__(
+            self,
+            func,
+            types,
+            args=(),
+            kwargs=None,
+            _record=record,
+            _known={},  # noqa: B006
+        ):
+            watched = _known.get(func)
+            if watched is None:  # first sight of this op: is it watched? (once per op)
+                name = str(func)
+                hit = any(op in name for op in watch_ops)
+                watched = _known[func] = name.rsplit(".", 1)[0] if hit else ""
+            if watched:
+                _record("builtin", watched)
             return func(*args, **(kwargs or {}))
 
     return SeeFunctions, SeeOps
@@ -213,11 +243,8 @@ def _type_name(value):
 
 
 def _kind_name(kind):
-    return (
-        kind.__qualname__
-        if kind.__module__ == "builtins"
-        else f"{kind.__module__}.{kind.__qualname__}"
-    )
+    own = kind.__module__ == "builtins" or kind.__module__ == __name__  # the shim's own
+    return kind.__qualname__ if own else f"{kind.__module__}.{kind.__qualname__}"
 
 
 def _decode(value, ns):
@@ -363,9 +390,17 @@ def _grad(target, args, kwargs, request, ns, modes):
 
 def respond(request, ns, modes, _call=_call, _encode=_encode, _describe=_describe):
     """The answer to one request, run against the notebook's namespace `ns`: the value
-    (encoded for the wire) or what was raised. Only KeyboardInterrupt (the grader's
-    interrupt) escapes. (Its helpers are bound when the shim loads: rebinding the module's
-    names later changes nothing.)"""
+    (encoded for the wire) or what was raised; for a batch, the answers to its requests in
+    order, up to the first that raised. Only KeyboardInterrupt (the grader's interrupt)
+    escapes. (Its helpers are bound when the shim loads: rebinding the module's names
+    later changes nothing.)"""
+    if request.get("op") == "batch":
+        answers = []
+        for item in request.get("requests", []):
+            answers.append(respond(item, ns, modes, _call, _encode, _describe))
+            if "raised" in answers[-1]:
+                break
+        return {"answers": answers}
     try:
         value = _call(request, ns, modes)
     except KeyboardInterrupt:
@@ -378,3 +413,48 @@ def respond(request, ns, modes, _call=_call, _encode=_encode, _describe=_describ
         raise
     except BaseException as error:  # the value itself cannot be sent
         return {"raised": {**_describe(error), "unsendable": True}}
+
+
+def _receive(fd, drain=False, _read=os.read, _header=WIRE_HEADER, _unpack=unpack):
+    """The next request frame on `fd` as (sequence, request), or None at the end of the
+    pipe. With `drain`, instead read and drop whatever is there now, without waiting."""
+    if drain:
+        os.set_blocking(fd, False)
+        try:
+            while _read(fd, 1 << 16):
+                pass
+        except BlockingIOError:
+            pass
+        finally:
+            os.set_blocking(fd, True)
+        return None
+    chunks, need, header = [], _header.size, None
+    while need:
+        chunk = _read(fd, min(need, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        need -= len(chunk)
+        if not need and header is None:
+            header = _header.unpack(b"".join(chunks))
+            chunks, need = [], header[1]
+    assert header is not None
+    limit = _limits["structure_bytes"]
+    return header[0], _unpack(b"".join(chunks), limit, 1 << 40, 64)
+
+
+def _answer(response, _pack=pack, _describe=_describe, _limits=_limits):
+    """The payload of one answer; an answer the wire cannot carry (or that fails to pack
+    at all) becomes what was raised."""
+    try:
+        return _pack(response, _limits["structure_bytes"], _limits["tensor_bytes"])
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:
+        return _pack({"raised": {**_describe(error), "unsendable": True}})
+
+
+def _write_all(fd, data, _write=os.write):
+    view = memoryview(data)
+    while view:
+        view = view[_write(fd, view) :]
