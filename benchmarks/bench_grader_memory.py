@@ -8,8 +8,8 @@ a fresh process, REPEAT times, and prints the median peak RSS of the grader proc
 - a cell that displays SIZE MB of HTML three times, past the kernel's own cap (it clears
   the display hooks the shim installs), so only the grader's message bound stops it;
 - a forward that returns a stride-0 view claiming 8 GiB (a few bytes of storage);
-- the same view sent past the shim (the notebook replaces its encoder), so only the
-  grader's own bound on answers stops it.
+- the same view sent past the shim's encoder (the notebook replaces it), so only the wire's
+  bound stops it (in the kernel, and the grader's own bound on answers after it).
 
     .venv/bin/python benchmarks/bench_grader_memory.py [--megabytes 100] [--repeat 3]
 """
