@@ -29,11 +29,14 @@ class FakeProcess:
         self.shim = "shim"
         self.namespace = "ns"
         self.last_message_id = ""
+        self.restart_loop = True  # what a call's error says of the loop
 
     def _next(self, what: str) -> Execution:
         status = self.script.pop(0) if self.script else Status.PASSED
         self.log.append(f"{what}:{status.value}")
-        return Execution(status=status, answer=wire.pack({"value": None}))
+        error = status == Status.ERROR
+        answer = wire.pack({"value": None})
+        return Execution(status=status, answer=answer, restart_loop=error and self.restart_loop)
 
     def call(self, payload: bytes, timeout: float) -> Execution:
         return self._next("call")
@@ -133,10 +136,13 @@ def test_past_the_deadline_nothing_is_restarted(tmp_path):
         session.call({"op": "call"})
 
 
-def test_an_answer_out_of_step_interrupts_and_is_no_answer(tmp_path):
+@pytest.mark.parametrize("out_of_step", [True, False], ids=["out of step", "no loop"])
+def test_a_channel_error_is_no_answer_and_interrupts_only_a_loop_out_of_step(tmp_path, out_of_step):
     session, log = session_with(tmp_path, [Status.ERROR])
+    session._process.restart_loop = out_of_step  # type: ignore[union-attr]
     with pytest.raises(NoAnswer):
         session.call({"op": "call"})
-    assert log == ["start", "call:error", "interrupt", "settled:True"]
+    steps = ["interrupt", "settled:True"] if out_of_step else []
+    assert log == ["start", "call:error", *steps]
     assert session.calls == 1 and session.restarts == 0
     assert session.call({"op": "call"}) == {"value": None}

@@ -30,6 +30,7 @@ class Execution:
     kept: int = 0
     cut: int = 0
     answer: bytes = b""  # a call's answer (a `grader.kernel.wire` payload)
+    restart_loop: bool = False  # a call's error: the shim's loop is out of step (see channel)
 
 
 @dataclass(frozen=True)

@@ -81,15 +81,20 @@ class Answer(TypedDict, total=False):
 
 class Transfer:
     """What one send or receive came to: passed (with the payload received), timeout (the
-    deadline came first), crashed (the kernel is gone) or error (the stream is out of step:
-    `message` says how)."""
+    deadline came first), crashed (the kernel is gone) or error (`message` says what;
+    `restart_loop`: the serving loop may still be running, out of step, and must be
+    interrupted and started afresh; otherwise there is no loop to stop: its shim is gone,
+    or the kernel closed the channel)."""
 
-    __slots__ = ("message", "payload", "status")
+    __slots__ = ("message", "payload", "restart_loop", "status")
 
-    def __init__(self, status: Status, payload: bytes = b"", message: str = "") -> None:
+    def __init__(
+        self, status: Status, payload: bytes = b"", message: str = "", restart_loop: bool = False
+    ) -> None:
         self.status = status
         self.payload = payload
         self.message = message
+        self.restart_loop = restart_loop
 
 
 class Channel:
@@ -113,6 +118,11 @@ class Channel:
         self._sequence = 0
         self._pidfd = -1
         self._alive: Any = None
+
+    @property
+    def broken(self) -> str:
+        """Why every transfer fails at once ('' while the channel works)."""
+        return self._broken
 
     @property
     def kernel_fds(self) -> tuple[int, int]:
@@ -190,11 +200,11 @@ class Channel:
             return header
         sequence, length = WIRE_HEADER.unpack_from(self._buffer)
         if sequence != self._sequence:
-            return Transfer(Status.ERROR, message="an answer out of step with its request")
+            message = "an answer out of step with its request"
+            return Transfer(Status.ERROR, message=message, restart_loop=True)
         if length > max_answer_bytes():
-            return Transfer(
-                Status.ERROR, message=f"an answer of {length:,} bytes, more than the grader reads"
-            )
+            message = f"an answer of {length:,} bytes, more than the grader reads"
+            return Transfer(Status.ERROR, message=message, restart_loop=True)
         body = self._need(WIRE_HEADER.size + length, deadline)
         if body.status != Status.PASSED:
             return body

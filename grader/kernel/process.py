@@ -199,11 +199,16 @@ class KernelProcess:
         """Carry one request (a `grader.kernel.wire` payload) to the shim and return its
         answer's payload in `run.answer`. Past `timeout` it is a timeout and the kernel is
         still busy (the caller interrupts it); an answer out of step with its request is an
-        error (the caller interrupts too, so that the loop starts afresh)."""
+        error with `run.restart_loop` (the caller interrupts too, so that the loop starts
+        afresh); a loop that could not start, or a channel the kernel closed, an error
+        without it."""
         deadline = time.monotonic() + timeout
         run = Execution()
         if self.client is None:
             run.status = Status.CRASHED
+            return run
+        if self.channel.broken:  # the kernel closed it: no loop can serve
+            run.status, run.message = Status.ERROR, self.channel.broken
             return run
         if not self.serving:
             transfer = self._serve(deadline)
@@ -214,6 +219,9 @@ class KernelProcess:
         if transfer.status == Status.PASSED:
             transfer = self.channel.receive(deadline)
         run.status, run.message, run.answer = transfer.status, transfer.message, transfer.payload
+        run.restart_loop = transfer.restart_loop
+        if run.status == Status.ERROR and not run.restart_loop:
+            self.serving = ""  # no loop runs (the next call starts one, if it can)
         return run
 
     def interrupt(self) -> None:

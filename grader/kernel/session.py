@@ -158,7 +158,7 @@ class Session:
         left = max(1.0, self.deadline - time.monotonic())
         limit = min(timeout or self.limits.call_timeout, left)
         run = process.call(payload, limit)
-        if run.status == Status.ERROR:  # out of step: interrupt, so the loop starts afresh
+        if run.restart_loop:  # out of step: interrupt, so that the loop starts afresh
             self._recover(replace(run, status=Status.TIMEOUT), interrupt=True)
         else:
             run = self._recover(run, interrupt=True)
