@@ -138,6 +138,17 @@ def test_a_fresh_loop_skips_what_an_interrupted_one_left(pipes):
     assert read_answer(answer.payload) == {"value": "fresh"}
 
 
+def test_a_loop_that_ends_before_it_begins_is_known_at_once(pipes):
+    channel, kernel = pipes
+    kernel.write(b"ENDED")  # the loop's `finally`, with no start token before it
+    started = time.monotonic()
+    gone = channel.resync(b"TOKEN", started + 5, b"ENDED")
+    assert (gone.status, gone.message) == (Status.ERROR, "the grader's shim is gone")
+    assert time.monotonic() - started < 1
+    kernel.write(b"TOKEN" + b"ENDED")  # a loop that began, then ended: it began
+    assert channel.resync(b"TOKEN", time.monotonic() + 5, b"ENDED").status == Status.PASSED
+
+
 def test_an_answer_out_of_step_or_too_long_is_an_error(pipes):
     channel, kernel = pipes
     soon = time.monotonic() + 5

@@ -34,8 +34,8 @@ MiB = 1024**2
 MAX_STRUCTURE_BYTES = 4 * MiB
 MAX_TENSOR_BYTES = 64 * MiB
 MAX_NESTING = 32
-_F_SETPIPE_SZ = 1031  # linux/fcntl.h
-_PIPE_BYTES = 1 * MiB  # room for a request of a few hundred thousand floats in one write
+F_SETPIPE_SZ = 1031  # linux/fcntl.h
+PIPE_BYTES = 1 * MiB  # room for a request of a few hundred thousand floats in one write
 _SLICE_MS = 250  # how often to look at the kernel where Linux offers no pidfd
 EXIT_SECONDS = 2.0  # how long a kernel whose pipes closed has to be gone, to count as dead
 
@@ -105,7 +105,7 @@ class Channel:
         self._answers_r, self._answers_w = os.pipe()
         for fd in (self._requests_w, self._answers_w):
             with contextlib.suppress(OSError):  # Linux; elsewhere the default size
-                fcntl.fcntl(fd, _F_SETPIPE_SZ, _PIPE_BYTES)
+                fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_BYTES)
         os.set_blocking(self._requests_w, False)
         os.set_blocking(self._answers_r, False)
         self.inodes = {
@@ -163,9 +163,10 @@ class Channel:
         self._buffer.clear()
         keep = max(len(token), len(ended))
         while True:
-            if ended and ended in self._buffer:
-                return Transfer(Status.ERROR, message="the grader's shim is gone")
             found = self._buffer.find(token)
+            gone = self._buffer.find(ended) if ended else -1
+            if gone >= 0 and not 0 <= found < gone:  # the loop ended before it began
+                return Transfer(Status.ERROR, message="the grader's shim is gone")
             if found >= 0:
                 del self._buffer[: found + len(token)]
                 return Transfer(Status.PASSED)

@@ -31,7 +31,7 @@ from grader.errors import KernelStartError
 from grader.kernel import processes as procs
 from grader.kernel import wire
 from grader.kernel.cells import TIMEOUT_NAME, CellClient, Execution, one_line
-from grader.kernel.channel import Channel
+from grader.kernel.channel import Channel, Transfer
 from grader.kernel.launch import kernel_manager, start_options
 from grader.limits import Limits
 from grader.outcomes import Status
@@ -210,11 +210,8 @@ class KernelProcess:
         if self.channel.broken:  # the kernel closed it: no loop can serve
             run.status, run.message = Status.ERROR, self.channel.broken
             return run
-        if not self.serving:
-            transfer = self._serve(deadline)
-            if transfer.status == Status.PASSED:
-                transfer = self.channel.send(payload, deadline)
-        else:
+        transfer = self._serve(deadline) if not self.serving else Transfer(Status.PASSED)
+        if transfer.status == Status.PASSED:
             transfer = self.channel.send(payload, deadline)
         if transfer.status == Status.PASSED:
             transfer = self.channel.receive(deadline)
@@ -262,7 +259,7 @@ class KernelProcess:
         if self.client is not None and self.client.km is not None:
             await ensure_async(self.client.km.interrupt_kernel())
 
-    def _serve(self, deadline: float) -> Any:
+    def _serve(self, deadline: float) -> Transfer:
         """Start the shim's serving loop: one silent execute request, then wait for the
         fresh token the loop writes first. Whenever the loop ends, a second token follows
         (so a loop that cannot start, the shim gone, is known at once)."""

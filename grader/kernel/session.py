@@ -27,7 +27,14 @@ from grader.errors import KernelStartError
 from grader.kernel import processes as procs
 from grader.kernel import wire
 from grader.kernel.cells import CellRun, Execution, cell_run
-from grader.kernel.channel import MAX_NESTING, MAX_STRUCTURE_BYTES, MAX_TENSOR_BYTES, Request
+from grader.kernel.channel import (
+    F_SETPIPE_SZ,
+    MAX_NESTING,
+    MAX_STRUCTURE_BYTES,
+    MAX_TENSOR_BYTES,
+    PIPE_BYTES,
+    Request,
+)
 from grader.kernel.launch import (
     environment_changes,
     environment_snapshot,
@@ -44,7 +51,6 @@ from grader.signals import held
 # How long past the grading's deadline the watchdog lets the grader wind down on its own
 # before it kills the kernel.
 WATCHDOG_GRACE = 5.0
-_F_SETPIPE_SZ = 1031  # linux/fcntl.h
 
 
 class Session:
@@ -240,7 +246,7 @@ class Session:
         # The guard's record channel: the kernel holds the writing end, we read.
         self._records, self._records_w = os.pipe()
         with contextlib.suppress(OSError):  # room for bursts between drains (Linux)
-            fcntl.fcntl(self._records_w, _F_SETPIPE_SZ, 1 << 20)
+            fcntl.fcntl(self._records_w, F_SETPIPE_SZ, PIPE_BYTES)
         os.set_blocking(self._records, False)
         self._records_inode = os.fstat(self._records).st_ino
         self._wake_r, self._wake_w = os.pipe()
