@@ -26,7 +26,8 @@ from grader.limits import Limits
 from grader.signals import Stopped
 
 if TYPE_CHECKING:
-    from grader.results import GradeReport
+    from grader.notebook import Notebook
+    from grader.results import Outcome
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
@@ -83,24 +84,53 @@ def grading_parser() -> argparse.ArgumentParser:
     d = Limits()
     p = _Parser(
         prog="grade",
-        description="Grade a candidate's notebook against a hidden, progressive test suite. "
-        "Other commands: `grade list`, `grade build [--check]`.",
+        description="Grade candidates' notebooks against a hidden, progressive test suite: "
+        "one notebook gets a report card; several, or folders, a batch with a summary table. "
+        "Other commands: `grade list`, `grade build [--check]`, `grade merge PARTS...`, "
+        "`grade gradescope EXERCISE`.",
     )
-    p.add_argument("notebook", help="the notebook (.ipynb) to grade")
+    p.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="notebooks (.ipynb) and folders of them (searched below; dot-folders such as "
+        ".ipynb_checkpoints are skipped)",
+    )
     p.add_argument(
         "--exercise", metavar="NAME", help="grade against this exercise, whatever the notebook says"
     )
     _exercises_flag(p)
     p.add_argument(
+        "-j",
+        "--jobs",
+        type=_count,
+        default=0,
+        metavar="N",
+        help="notebooks graded at once in a batch (default: the number of CPUs)",
+    )
+    p.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="grade only the I-th of N shares of the notebooks (for a CI matrix; "
+        "combine the parts with `grade merge`)",
+    )
+    p.add_argument(
         "--json",
         action="store_true",
-        help="print one JSON object on stdout instead of the report card",
+        help="print JSON on stdout instead of the report card (a list for a batch)",
     )
     p.add_argument("--junit", metavar="PATH", help="also write JUnit XML to PATH")
     p.add_argument(
         "--gradescope",
         metavar="PATH",
-        help="also write Gradescope's results.json to PATH",
+        help="also write Gradescope's results.json to PATH (a batch: a folder of them)",
+    )
+    p.add_argument("--csv", metavar="PATH", help="also write a gradebook (CSV) to PATH")
+    p.add_argument(
+        "--output",
+        metavar="DIR",
+        help="also write, per notebook, the executed notebook with its report and an HTML "
+        "report, and an index page, into DIR",
     )
     p.add_argument(
         "--cell-timeout",
@@ -182,6 +212,12 @@ def main(argv: list[str] | None = None) -> int:
             return _list(argv[1:])
         if argv[:1] == ["build"]:
             return _build(argv[1:])
+        if argv[:1] == ["merge"]:
+            return _merge(argv[1:])
+        if argv[:1] == ["gradescope"]:
+            from grader.autograder import main as package
+
+            return package(argv[1:])
         return _grade(argv)
     except GraderBug as e:  # the suite's fault: one line naming it, or the traceback
         debug = bool(os.environ.get("GRADER_DEBUG"))
@@ -227,19 +263,34 @@ def _grade(argv: list[str]) -> int:
     # --help, argument errors and unreadable files are answered before anything heavy
     # (Jupyter, torch) is imported.
     args = grading_parser().parse_args(argv)
+    from grader.batch import collect, parse_shard, take_shard
     from grader.kernel.sandbox import INSTALL_HINT, bwrap_path
-    from grader.notebook import read_notebook
 
-    notebook = read_notebook(args.notebook)
-    from grader.grade import grade_notebook
-    from grader.report import render, to_gradescope, to_json, to_junit
+    shard = parse_shard(args.shard) if args.shard else None
+    single = len(args.paths) == 1 and not Path(args.paths[0]).is_dir() and shard is None
+    if single:
+        from grader.notebook import read_notebook
 
+        notebook = read_notebook(args.paths[0])
+    else:
+        notebooks = collect(args.paths)
+        if shard is not None:
+            notebooks = take_shard(notebooks, *shard)
+        elif not notebooks:
+            raise UsageError(f"no notebooks (.ipynb) in {' '.join(args.paths)}")
     if args.sandbox and bwrap_path() is None:
         raise UsageError(
             f"--sandbox needs bubblewrap (bwrap), which is not installed: {INSTALL_HINT}"
         )
-    _writable(args.junit, "JUnit file")
-    _writable(args.gradescope, "Gradescope results")
+    for path, what in ((args.junit, "JUnit file"), (args.csv, "gradebook")):
+        _writable(path, what)
+    if single:
+        _writable(args.gradescope, "Gradescope results")
+    for folder, what in (
+        (args.output, "reports"),
+        (None if single else args.gradescope, "Gradescope results"),
+    ):
+        _folder(folder, what)
     output = args.max_output
     limits = Limits(
         cell_timeout=args.cell_timeout,
@@ -251,20 +302,69 @@ def _grade(argv: list[str]) -> int:
         max_timeouts=max(1, args.max_timeouts),
         sandbox=args.sandbox,
     )
-    report = grade_notebook(
-        args.notebook,
+    if single:
+        return _grade_single(args, limits, notebook)
+    return _grade_batch(args, limits, notebooks)
+
+
+def _grade_single(args: argparse.Namespace, limits: Limits, notebook: Notebook) -> int:
+    from grader.grade import grade_with_cells
+    from grader.report import render, to_gradescope, to_json, to_junit
+    from grader.results import Outcome, exit_code
+
+    report, cells = grade_with_cells(
+        args.paths[0],
         exercise=args.exercise,
         limits=limits,
         exercises=args.exercises,
         notebook=notebook,
     )
-    _write(args.junit, "JUnit file", to_junit, report)
-    _write(args.gradescope, "Gradescope results", to_gradescope, report)
+    _write(args.junit, "JUnit file", to_junit(report))
+    _write(args.gradescope, "Gradescope results", to_gradescope(report))
+    outcome = Outcome(report.notebook, report, exit_code=exit_code(report), cells=tuple(cells))
+    _write_cohort_files(args, [outcome])
     if args.json:
         print(to_json(report))
     else:
         render(report, Console(highlight=False))
-    return ExitCode.FULL_MARKS if report.full_marks else ExitCode.NOT_FULL_MARKS
+    return outcome.exit_code
+
+
+def _grade_batch(args: argparse.Namespace, limits: Limits, notebooks: list[str]) -> int:
+    import time
+
+    from grader.batch import grade_all, worst
+    from grader.exercise import load_catalog, use_exercises
+    from grader.outputs import to_json_list, to_junit_batch, write_gradescope_folder
+    from grader.progress import Progress, render_summary
+
+    began = time.monotonic()
+    use_exercises(args.exercises)
+    catalog = load_catalog()  # before the workers fork: they inherit it, and torch
+    if args.exercise and args.exercise not in catalog:
+        known = ", ".join(sorted(catalog)) or "none"
+        raise UsageError(f"--exercise {args.exercise}: unknown exercise (known: {known})")
+    jobs = args.jobs or len(os.sched_getaffinity(0))
+    with Progress(Console(stderr=True, highlight=False), len(notebooks)) as progress:
+        outcomes = grade_all(notebooks, jobs, limits, catalog, args.exercise, progress)
+    _write(args.junit, "JUnit file", to_junit_batch(outcomes))
+    if args.gradescope:
+        _guarded(args.gradescope, "Gradescope results", write_gradescope_folder, outcomes)
+    _write_cohort_files(args, outcomes)
+    if args.json:
+        print(to_json_list(outcomes))
+    else:
+        render_summary(outcomes, Console(highlight=False), time.monotonic() - began)
+    return worst(outcomes)
+
+
+def _write_cohort_files(args: argparse.Namespace, outcomes: list[Outcome]) -> None:
+    """The outputs a single notebook and a batch share: --csv and --output."""
+    from grader.outputs import to_csv, write_output_dir
+
+    _write(args.csv, "gradebook", to_csv(outcomes) if args.csv else "")
+    if args.output:
+        _guarded(args.output, "reports", write_output_dir, outcomes)
 
 
 def _writable(path: str | None, what: str) -> None:
@@ -280,14 +380,36 @@ def _writable(path: str | None, what: str) -> None:
         raise UsageError(f"{path}: cannot write {what}: folder {folder} is not writable")
 
 
-def _write(
-    path: str | None, what: str, serialise: Callable[[GradeReport], str], report: GradeReport
-) -> None:
+def _folder(path: str | None, what: str) -> None:
+    """Refuse, before grading, an output folder that could not be made or written."""
+    if not path:
+        return
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{path}: cannot write {what} there: not a folder")
+    parent = folder if folder.is_dir() else folder.parent
+    if not parent.is_dir():
+        raise UsageError(f"{path}: cannot write {what}: no folder {parent}")
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"{path}: cannot write {what}: folder {parent} is not writable")
+
+
+def _write(path: str | None, what: str, text: str) -> None:
     """Write one of the report's files, if its flag was given."""
     if not path:
         return
     try:
-        Path(path).write_text(serialise(report))
+        Path(path).write_text(text)
+    except OSError as e:
+        raise UsageError(f"{path}: cannot write {what}: {e.strerror or e}") from None
+
+
+def _guarded(
+    path: str, what: str, write: Callable[[list[Outcome], Path], None], outcomes: list[Outcome]
+) -> None:
+    """Write a folder of outputs; an OS error is one line naming the folder."""
+    try:
+        write(outcomes, Path(path))
     except OSError as e:
         raise UsageError(f"{path}: cannot write {what}: {e.strerror or e}") from None
 
@@ -311,6 +433,33 @@ def _list(argv: list[str]) -> int:
     args = p.parse_args(argv)
     use_exercises(args.exercises)
     render_catalog(Console(highlight=False), as_json=args.json)
+    return ExitCode.FULL_MARKS
+
+
+def _merge(argv: list[str]) -> int:
+    from grader.outputs import merge_texts
+
+    p = _Parser(
+        prog="grade merge",
+        description="Combine the parts that `grade --shard I/N` wrote (all JSON, all CSV or "
+        "all JUnit XML) into what one run over every notebook would have written.",
+    )
+    p.add_argument("parts", nargs="+", metavar="PART", help="the shards' files, of one kind")
+    p.add_argument("-o", "--output", metavar="PATH", help="write there (default: stdout)")
+    args = p.parse_args(argv)
+    _writable(args.output, "the merged file")
+    parts = []
+    for part in args.parts:
+        try:
+            parts.append((part, Path(part).read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError) as e:
+            problem = e.strerror if isinstance(e, OSError) else "not UTF-8 text"
+            raise UsageError(f"{part}: cannot read: {problem or e}") from None
+    _, merged = merge_texts(parts)
+    if args.output:
+        _write(args.output, "the merged file", merged)
+    else:
+        sys.stdout.write(merged if merged.endswith("\n") else merged + "\n")
     return ExitCode.FULL_MARKS
 
 

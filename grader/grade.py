@@ -4,8 +4,11 @@ score, and return the report."""
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
+import platform
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import grader
@@ -45,24 +48,62 @@ def grade_notebook(
     `exercises` is a folder of exercises to use besides the built-in ones (see
     `grader.exercise.use_exercises`); it is hidden from the kernel like them.
     """
+    return grade_with_cells(path, exercise, limits, catalog, exercises, notebook)[0]
+
+
+def grade_with_cells(
+    path: str | Path,
+    exercise: str | None = None,
+    limits: Limits | None = None,
+    catalog: dict[str, Exercise] | None = None,
+    exercises: str | Path | None = None,
+    notebook: Notebook | None = None,
+) -> tuple[GradeReport, list[CellRun]]:
+    """`grade_notebook`, with what each cell printed (for the executed notebook)."""
     started = time.monotonic()
     limits = limits or Limits()
     notebook = notebook or read_notebook(path)
     if catalog is None:
         use_exercises(exercises)
-    deadline = started + limits.total_timeout
     # The kernel boots while the suites (and torch) load here: two seconds saved.
-    with Session(notebook.code_cells, limits, deadline) as session, _one_torch_thread():
-        chosen = find_exercise(notebook, load_catalog() if catalog is None else catalog, exercise)
+    session = Session([], limits, started + limits.total_timeout).__enter__()
+    try:
+        with one_torch_thread():
+            chosen = find_exercise(
+                notebook, load_catalog() if catalog is None else catalog, exercise
+            )
+            return grade_in_session(session, notebook, chosen, limits, started)
+    finally:
+        session.close()
+
+
+def grade_in_session(
+    session: Session,
+    notebook: Notebook,
+    chosen: Exercise,
+    limits: Limits,
+    started: float,
+    cells_done: Callable[[], None] | None = None,
+) -> tuple[GradeReport, list[CellRun]]:
+    """Grade `notebook` against `chosen` in `session`, an entered session whose kernel
+    has run nothing of a notebook yet; close the session. `cells_done` is called once the
+    notebook's cells have run (a batch starts the next kernel then)."""
+    try:
+        session.assign(notebook.code_cells, started + limits.total_timeout)
         session.prepare(chosen.watch.kernel_config(), allowed_packages(chosen))
-        tests = _run_suite(chosen, session, limits, deadline)
+        if cells_done is not None:
+            cells_done()
+        tests = _run_suite(chosen, session, limits, session.deadline)
         cells, restarts = session.cells, session.restarts
+    finally:
+        session.close()
     duration = time.monotonic() - started
-    return build_report(chosen, notebook, tests, cells, restarts, duration, session.findings)
+    report = build_report(chosen, notebook, tests, cells, restarts, duration, session.findings)
+    return report, cells
 
 
 @contextlib.contextmanager
-def _one_torch_thread() -> Iterator[None]:
+def one_torch_thread() -> Iterator[None]:
     """The grader's own torch on one thread while it grades: verdicts compute with small
     tensors, for which waking a thread pool costs more than the work (milliseconds per op
     on some machines). Imported here, once the kernel is launched."""
@@ -127,7 +168,27 @@ def build_report(
         ],
         torch_version=_torch_version(),
         grader_version=grader.__version__,
+        python_version=platform.python_version(),
+        suite_hash=suite_hash(exercise),
     )
+
+
+def suite_hash(exercise: Exercise) -> str:
+    """sha256 of what decides an exercise's verdicts: the Python files of its folder and
+    the shared modules beside it (`_*.py`); "" for an exercise built in memory."""
+    if exercise.folder is None:
+        return ""
+    return _folder_hash(exercise.folder)
+
+
+@functools.cache
+def _folder_hash(folder: Path) -> str:
+    from grader.catalog import sources_digest
+
+    digest = hashlib.sha256(sources_digest(folder).encode())
+    for path in sorted(folder.parent.glob("_*.py")):
+        digest.update(f"{path.name}\0".encode() + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def _torch_version() -> str:

@@ -1,8 +1,11 @@
-"""Rendering a GradeReport: the rich report card, JSON, JUnit XML and Gradescope's results.json."""
+"""Rendering a GradeReport: the rich report card, JSON, JUnit XML, Gradescope's results.json
+and Markdown."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import xml.etree.ElementTree as ET
 
 from rich import box
@@ -152,25 +155,32 @@ def _reached(report: GradeReport) -> str:
     return f"level {report.level_reached} ({report.level_reached_name})"
 
 
-def _encodable(value: object) -> object:
-    """`value` (plain data) with every string made encodable as UTF-8."""
+def encodable_data(value: object) -> object:
+    """`value` (plain data: dicts, lists, strings, numbers) with every string made
+    encodable as UTF-8."""
     if isinstance(value, str):
         return encodable(value)
     if isinstance(value, dict):
-        return {_encodable(key): _encodable(item) for key, item in value.items()}
+        return {encodable_data(key): encodable_data(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_encodable(item) for item in value]
+        return [encodable_data(item) for item in value]
     return value
 
 
 def to_json(report: GradeReport) -> str:
     """The `--json` document: one object."""
-    return json.dumps(_encodable(report.to_dict()), indent=2)
+    return json.dumps(encodable_data(report.to_dict()), indent=2)
 
 
 def to_junit(report: GradeReport) -> str:
     """JUnit XML: one testsuite, one testcase per hidden test, for CI dashboards. Well-formed
     for any candidate text: what XML 1.0 forbids is written as an escape."""
+    return ET.tostring(junit_suite(report), encoding="unicode", xml_declaration=True)
+
+
+def junit_suite(report: GradeReport) -> ET.Element:
+    """The `<testsuite>` of `to_junit`, named after the exercise: `<properties>` saying what
+    was graded and with what, then one testcase per hidden test."""
     counts = {s: sum(t.status == s for t in report.tests) for s in _STYLE}
     suite = ET.Element(
         "testsuite",
@@ -181,6 +191,9 @@ def to_junit(report: GradeReport) -> str:
         skipped=str(counts["skipped"] + counts["not_implemented"]),
         time=f"{report.duration_s:.3f}",
     )
+    properties = ET.SubElement(suite, "properties")
+    for name, value in _properties(report).items():
+        ET.SubElement(properties, "property", name=name, value=xml_safe(value))
     for t in report.tests:
         case = ET.SubElement(
             suite,
@@ -202,8 +215,21 @@ def to_junit(report: GradeReport) -> str:
         "integrity": [f.to_dict() for f in report.integrity],
     }
     # json.dumps writes ASCII (every control character escaped): safe in XML.
-    ET.SubElement(suite, "system-out").text = json.dumps(_encodable(summary))
-    return ET.tostring(suite, encoding="unicode", xml_declaration=True)
+    ET.SubElement(suite, "system-out").text = json.dumps(encodable_data(summary))
+    return suite
+
+
+def _properties(report: GradeReport) -> dict[str, str]:
+    """The notebook, its result, and what graded it (`GradeReport.graded_with`)."""
+    graded_with = {k: v for k, v in report.graded_with.items() if k != "exercise"}
+    return {
+        "notebook": report.notebook,
+        "exercise": report.exercise,
+        "score": _points(report.score),
+        "max_score": _points(report.max_score),
+        "level_reached": str(report.level_reached),
+        **graded_with,
+    }
 
 
 def to_gradescope(report: GradeReport) -> str:
@@ -240,7 +266,7 @@ def to_gradescope(report: GradeReport) -> str:
             "grader_version": report.grader_version,
         },
     }
-    return json.dumps(_encodable(document), indent=2)
+    return json.dumps(encodable_data(document), indent=2)
 
 
 def _numbered(report: GradeReport) -> list[tuple[int, CheckResult]]:
@@ -251,3 +277,93 @@ def _numbered(report: GradeReport) -> list[tuple[int, CheckResult]]:
         seen[t.level] = seen.get(t.level, 0) + 1
         numbered.append((seen[t.level], t))
     return numbered
+
+
+# -- Markdown: the report as the last cell of the executed notebook ----------------------
+
+# What Markdown may read as syntax anywhere on a line, and at the start of a list item:
+# backslash-escaped. HTML's own characters are written as entities (Jupyter renders HTML in
+# Markdown). So candidate text is shown as the characters it is, never as markup.
+_INLINE = re.compile(r"([\\`*_\[\]|~])")
+_BLOCK_START = re.compile(r"^([#+-]|\d+(?=[.)]))")
+_MAX_CELL = 500  # characters of one message in a Markdown table
+
+
+def markdown_literal(text: str, limit: int = _MAX_CELL) -> str:
+    """`text` as literal Markdown on one line (or in a table cell): whitespace runs made one
+    space, control characters written as escapes, Markdown's syntax backslash-escaped, and
+    `<`, `>`, `&` written as HTML entities."""
+    line = " ".join(printable(text).split())
+    if len(line) > limit:
+        line = line[: limit - 1] + "…"
+    line = _INLINE.sub(r"\\\1", line)
+    line = _BLOCK_START.sub(lambda m: m[0] + "\\" if m[0][0].isdigit() else "\\" + m[0], line)
+    return html.escape(line, quote=False)
+
+
+def to_markdown(report: GradeReport) -> str:
+    """The report card as Markdown: the score, the levels, what did not pass and why, the
+    notebook's own cell errors, integrity findings, notes and what graded it. Candidate
+    text goes through `markdown_literal`."""
+    md = markdown_literal
+    lines = [
+        f"## Grade report: {md(report.exercise)} — {md(report.title)}",
+        "",
+        f"**Notebook** {md(report.notebook)}  ",
+        f"**Score** {_points(report.score)}/{_points(report.max_score)} · "
+        f"**Level reached** {md(_reached(report))} · "
+        f"**Duration** {report.duration_s:.1f} s",
+        "",
+    ]
+    if report.headlines:
+        lines += [*(f"- **!** {md(line)}" for line in report.headlines), ""]
+    lines += _table(
+        "Levels", ["#", "level", "tests", "points"], "rlrr",
+        [
+            [str(lv.number), md(lv.name), f"{lv.passed}/{lv.total}",
+             f"{_points(lv.score)}/{_points(lv.max_score)}"]
+            for lv in report.levels
+        ],
+    )  # fmt: skip
+    lines += _table(
+        "What did not pass", ["level", "test", "why"], "rll",
+        [
+            [str(t.level), md(t.id + ("" if t.hidden else " (public)")),
+             ": ".join(md(part) for part in _why(t) if part)]
+            for t in report.tests
+            if t.status != "passed"
+        ],
+    )  # fmt: skip
+    lines += _table(
+        "The notebook's own cells", ["cell", "what", "message"], "rll",
+        [[str(c.cell), md(c.kind), md(c.message)] for c in report.cell_errors],
+    )  # fmt: skip
+    lines += _table(
+        "Integrity (what the grader's watch found)", ["kind", "where", "what"], "lll",
+        [
+            [md(f.kind), md(f.where().rstrip(": ")), md(f.message)]
+            for f in sorted(report.integrity, key=lambda f: _SEVERITY.index(f.kind))
+        ],
+    )  # fmt: skip
+    if report.notes:
+        lines += ["### Notes", "", *(f"- {md(note)}" for note in report.notes), ""]
+    lines.append(f"*Graded with {md(_graded_with(report))}*")
+    return "\n".join(lines)
+
+
+def _graded_with(report: GradeReport) -> str:
+    """'grader 0.1.0, exercise mha_causal, suite 3f2a9c1d0b7e, torch 2.4.1, python 3.11.7'."""
+    names = {"suite_hash": "suite"}
+    values = {**report.graded_with, "suite_hash": report.suite_hash[:12]}
+    return ", ".join(f"{names.get(k, k)} {v}" for k, v in values.items() if v) or "(unknown)"
+
+
+def _table(title: str, header: list[str], align: str, rows: list[list[str]]) -> list[str]:
+    """A titled Markdown table (cells already escaped; `align`: l or r per column);
+    nothing when there are no rows."""
+    if not rows:
+        return []
+    rule = "|" + "|".join("--:" if a == "r" else ":--" for a in align) + "|"
+    lines = [f"### {title}", "", "| " + " | ".join(header) + " |", rule]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return [*lines, ""]

@@ -79,17 +79,105 @@ class GradeReport:
     cut_output: list[CutOutput] = field(default_factory=list)
     torch_version: str = ""
     grader_version: str = ""
+    python_version: str = ""
+    suite_hash: str = ""  # sha256 of the exercise's suite and the shared modules it uses
 
     @property
     def full_marks(self) -> bool:
         """True when every point was earned."""
         return self.max_score > 0 and self.score >= self.max_score
 
+    @property
+    def graded_with(self) -> dict[str, str]:
+        """What the result was computed with: enough to tell two gradings apart."""
+        return {
+            "grader": self.grader_version,
+            "exercise": self.exercise,
+            "suite_hash": self.suite_hash,
+            "torch": self.torch_version,
+            "python": self.python_version,
+        }
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (the `--json` schema)."""
         data = asdict(self)
         data["duration_s"] = round(self.duration_s, 3)
         return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GradeReport:
+        """The inverse of `to_dict` (for `grade merge`).
+
+        Raises:
+            ValueError: `data` is not a report `to_dict` wrote.
+        """
+        try:
+            fields = dict(data)
+            fields["levels"] = [LevelSummary(**d) for d in data["levels"]]
+            fields["tests"] = [
+                CheckResult(**{**d, "status": Status(d["status"])}) for d in data["tests"]
+            ]
+            fields["cell_errors"] = [
+                CellError(**{**d, "kind": Status(d["kind"])}) for d in data["cell_errors"]
+            ]
+            fields["integrity"] = [Finding(**d) for d in data.get("integrity", [])]
+            fields["cut_output"] = [CutOutput(**d) for d in data.get("cut_output", [])]
+            return cls(**fields)
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"not a grade report: {type(e).__name__}: {e}") from None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One notebook of a run: its report, or why it could not be graded (`error`, with the
+    exit code that says whose fault: 2 the input's, 3 the grader's). `cells` is what each
+    cell printed (for `--output`; not serialised)."""
+
+    notebook: str
+    report: GradeReport | None = None
+    error: str = ""
+    exit_code: int = 0
+    cells: tuple[Any, ...] = field(default=(), compare=False, repr=False)
+
+    @property
+    def score(self) -> float:
+        """The report's score; 0 for a notebook that could not be graded."""
+        return self.report.score if self.report else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report's `--json` object; for an error, the notebook, the error, the exit
+        code and a zero."""
+        if self.report is not None:
+            return self.report.to_dict()
+        return {
+            "notebook": self.notebook,
+            "error": self.error,
+            "exit_code": self.exit_code,
+            "score": 0,
+            "max_score": 0,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Outcome:
+        """The inverse of `to_dict`.
+
+        Raises:
+            ValueError: `data` is neither a report nor an error entry.
+        """
+        if not isinstance(data, dict) or not isinstance(data.get("notebook"), str):
+            raise ValueError("not a grading result (no notebook)")
+        if "error" in data:
+            code = data.get("exit_code")
+            if not isinstance(code, int) or isinstance(code, bool):
+                raise ValueError("an error entry without an exit code")
+            return cls(data["notebook"], error=str(data["error"]), exit_code=code)
+        report = GradeReport.from_dict(data)
+        return cls(report.notebook, report, exit_code=exit_code(report))
+
+
+def exit_code(report: GradeReport) -> int:
+    """0 for full marks, 1 for points lost (`grader.errors.ExitCode`)."""
+    return 0 if report.full_marks else 1
 
 
 def void(tests: list[CheckResult], findings: list[Finding]) -> list[CheckResult]:

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,11 +50,22 @@ def grade(notebook: Path, *args: str, timeout: float = 600) -> Graded:
     return Graded(done.returncode, done.stdout, done.stderr)
 
 
-def grade_many(notebooks: dict[str, Path], *args: str) -> dict[str, Graded]:
-    """Grade several notebooks, a few at a time."""
-    with ThreadPoolExecutor(WORKERS) as pool:
-        futures = {name: pool.submit(grade, path, *args) for name, path in notebooks.items()}
-        return {name: future.result() for name, future in futures.items()}
+def grade_many(notebooks: dict[str, Path], *args: str, timeout: float = 3600) -> dict[str, Graded]:
+    """Grade several notebooks in one batch (`grade PATH... --json -j WORKERS`), each as
+    if graded alone: its exit code, its JSON object, and the batch's stderr."""
+    paths = {str(path.resolve()): name for name, path in notebooks.items()}
+    command = [sys.executable, "-m", "grader.cli", *paths, "--json", "-j", str(WORKERS), *args]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode in (0, 1, 2, 3), done.stderr
+    graded = {}
+    for entry in json.loads(done.stdout):
+        if "error" in entry:
+            code = entry["exit_code"]
+        else:
+            code = 0 if entry["max_score"] > 0 and entry["score"] >= entry["max_score"] else 1
+        graded[paths[entry["notebook"]]] = Graded(code, json.dumps(entry), done.stderr)
+    assert sorted(graded) == sorted(notebooks), done.stderr
+    return graded
 
 
 def notebook_with(*sources: str, exercise: str | None = None) -> nbformat.NotebookNode:

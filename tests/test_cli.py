@@ -39,7 +39,7 @@ def _run(capsys, *argv):
     ("setup", "expected"),
     [
         (lambda p: None, "no such file"),
-        (lambda p: p.mkdir(), "is a directory"),
+        (lambda p: p.mkdir(), "no notebooks (.ipynb) in"),  # a folder is a batch
         (lambda p: p.write_text(""), "file is empty"),
         (lambda p: p.write_text("{oops"), "invalid JSON"),
         (lambda p: p.write_bytes(b"\x00\xff" * 100), "not a text file"),

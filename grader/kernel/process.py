@@ -132,6 +132,7 @@ class KernelProcess:
             self.stop()
             raise KernelStartError(f"could not start the kernel: {one_line(e)}") from None
         self.channel.launched(self.pid, self._alive)
+        procs.register_kernel(self.token, self.pid)
 
     def connect(self, install: str) -> None:
         """Wait for the kernel, then run `install` (the guard and the shim) in it.
@@ -250,6 +251,7 @@ class KernelProcess:
             self.client = None
             self.serving = ""
             kill_all(self.token, pid)
+            procs.forget_kernel(self.token)
             self.channel.close()
             if client is not None:
                 with contextlib.suppress(Exception):  # the kernel is gone; tidy up nbclient
@@ -331,7 +333,7 @@ def kill_all(token: str, kernel_pid: int | None) -> None:
     below the kernel, or orphaned below us."""
 
     def find() -> set[int]:
-        found = procs.tagged(token) | procs.adopted()
+        found = procs.tagged(token) | procs.adopted(token)
         if kernel_pid and procs.alive(kernel_pid):
             found |= {kernel_pid} | procs.descendants(kernel_pid)
         return found

@@ -19,12 +19,14 @@ from collections.abc import Callable
 TOKEN_VARIABLE = "GRADER_SESSION"
 _PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 _adopting = False
+_kernels: dict[str, int] = {}  # session token -> its kernel's pid (see register_kernel)
 
 
 def adopt_orphans() -> bool:
     """Become the reaper of this process's orphaned descendants (Linux), so that nothing the
-    candidate starts can leave the grader's process tree. Only for a process that runs one
-    grading at a time, such as the `grade` command: `adopted` then claims every descendant.
+    candidate starts can leave the grader's process tree. For a process that runs one
+    grading at a time (the `grade` command, a batch worker): `adopted` then claims every
+    descendant but the kernels other sessions registered (`register_kernel`).
 
     Returns:
         True if the kernel agreed.
@@ -38,9 +40,29 @@ def adopt_orphans() -> bool:
     return _adopting
 
 
-def adopted() -> set[int]:
-    """Every live descendant of this process, once it adopts orphans; else nothing."""
-    return descendants(os.getpid()) if _adopting else set()
+def adopted(token: str | None = None) -> set[int]:
+    """Every live descendant of this process, once it adopts orphans (else nothing), less
+    the kernels of sessions other than `token`'s and what runs below them: a batch worker
+    starts the next notebook's kernel while the current one still runs."""
+    if not _adopting:
+        return set()
+    found = descendants(os.getpid())
+    for other, pid in list(_kernels.items()):
+        if other != token and pid in found:
+            found -= {pid} | descendants(pid)
+    return found
+
+
+def register_kernel(token: str, pid: int | None) -> None:
+    """A session's kernel is running (until `forget_kernel`): `adopted` spares it for the
+    other sessions of this process."""
+    if pid is not None:
+        _kernels[token] = pid
+
+
+def forget_kernel(token: str) -> None:
+    """The session's kernel is gone."""
+    _kernels.pop(token, None)
 
 
 def _stat_fields(pid: int) -> list[bytes] | None:

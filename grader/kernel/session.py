@@ -59,7 +59,8 @@ class Session:
     Use as a context manager: entering launches the kernel process (without waiting for
     it, so the grader can load its suites meanwhile); `prepare` then installs the shim and
     runs the cells (see `cells`); leaving kills the kernel and every process it started
-    and removes the scratch space.
+    and removes the scratch space. A session may be entered before its notebook is known
+    (a kernel started ahead of need) and given it, with its deadline, by `assign`.
     """
 
     def __init__(
@@ -106,6 +107,15 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def assign(self, sources: list[tuple[int, str]], deadline: float) -> None:
+        """Give a session entered ahead of need its notebook's cells and its deadline
+        (before `prepare`: nothing of a notebook has run in it yet)."""
+        self.sources = sources
+        self._reader = RecordReader(sources)
+        self.deadline = deadline
+        with contextlib.suppress(OSError):  # the watchdog sleeps until the old deadline
+            os.write(self._wake_w, b"d")
 
     @property
     def expired(self) -> bool:
@@ -260,7 +270,7 @@ class Session:
         well past, kills the kernel and everything it started, so that no wait on the
         kernel (a replay, a start, an interrupt it ignores) outlasts --timeout: the main
         thread then finds the kernel dead and winds down. It sleeps in `select` between
-        events; `close` wakes it to end."""
+        events; `close` wakes it to end, `assign` to look at a new deadline."""
         while True:
             left = self.deadline + WATCHDOG_GRACE - time.monotonic()
             if left <= 0:
@@ -268,9 +278,9 @@ class Session:
                 kill_all(self._token, process.pid if process is not None else None)
                 left = 1.0  # past the deadline: look again in a second, until closed
             ready, _, _ = select.select([self._records, self._wake_r], [], [], left)
-            if self._wake_r in ready:
-                return
-            if ready:
+            if self._wake_r in ready and b"x" in os.read(self._wake_r, 64):
+                return  # `close`; any other byte: the deadline moved (`assign`)
+            if self._records in ready:
                 self._drain()
 
     def _end_watchdog(self) -> None:

@@ -1,0 +1,255 @@
+"""`grade gradescope EXERCISE`: the grader and one exercise as a Gradescope autograder zip.
+
+Gradescope unpacks the zip into /autograder/source, runs `setup.sh` once to build its
+image, then `run_autograder` for every submission. The zip holds, at its root::
+
+    setup.sh          apt's Python 3.10+, a venv in /opt/grader, torch's CPU build (the
+                      pin in constraints.txt), then the grader from grader-src/
+    run_autograder    grades the uploaded notebook; always writes results/results.json
+    autograder.json   what was packaged: exercise, points, grader version, torch pin
+    grader-src/       pyproject.toml, README.md, constraints.txt and grader/ (exercises
+                      included), copied from the checkout the grader runs from
+    exercises/        the folder given with --exercises (or $GRADER_EXERCISES), if any
+
+Two builds of the same tree are the same bytes: entries sorted, timestamps fixed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from grader.errors import ExitCode, UsageError
+
+if TYPE_CHECKING:
+    from grader.catalog import CatalogRow
+
+DEFAULT_OUTPUT = "autograder.zip"
+SOURCE = "grader-src"  # the grader's source, in the zip
+EXTRA = "exercises"  # the extra exercise folder, in the zip
+PROJECT_FILES = ("pyproject.toml", "README.md", "constraints.txt")
+_SKIPPED = re.compile(r"^(\..*|__pycache__|.*\.pyc|.*\.egg-info)$")
+_TORCH_PIN = re.compile(r"^\s*torch\s*==\s*([^\s;#]+)", re.MULTILINE)
+_EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip can hold
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One file of the zip."""
+
+    name: str
+    data: bytes
+    executable: bool = False
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What a package holds (`autograder.json`)."""
+
+    exercise: str
+    title: str
+    max_score: float
+    grader_version: str
+    torch: str
+    exercises: str | None  # the extra exercise folder in the zip, if any
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1, sort_keys=True) + "\n"
+
+
+def autograder_parser() -> argparse.ArgumentParser:
+    """Arguments of `grade gradescope`."""
+    from grader.cli import _Parser
+
+    p = _Parser(
+        prog="grade gradescope",
+        description="Write a Gradescope autograder zip that grades uploads of one exercise.",
+    )
+    p.add_argument("exercise", metavar="EXERCISE", help="the exercise to grade (see `grade list`)")
+    p.add_argument(
+        "-o",
+        "--output",
+        default=DEFAULT_OUTPUT,
+        metavar="PATH",
+        help=f"where to write the zip (default {DEFAULT_OUTPUT})",
+    )
+    p.add_argument(
+        "--exercises",
+        metavar="DIR",
+        help="also load (and bundle) the exercises in DIR, in front of the built-in ones "
+        "(default: $GRADER_EXERCISES)",
+    )
+    return p
+
+
+def main(argv: list[str]) -> int:
+    """`grade gradescope EXERCISE [-o PATH] [--exercises DIR]`: write the zip, say so.
+
+    Raises:
+        UsageError: bad arguments, unknown or broken exercise, unwritable output, or a
+            grader not installed from a checkout.
+    """
+    args = autograder_parser().parse_args(argv)
+    output = Path(args.output)
+    _check_writable(output)
+    manifest = build_autograder(args.exercise, output, exercises=args.exercises)
+    print(
+        f"wrote {output}: {manifest.exercise} ({manifest.max_score:g} points), "
+        f"grader {manifest.grader_version}, torch {manifest.torch} (CPU); "
+        "upload it in Gradescope under Configure Autograder > Zip file upload"
+    )
+    return ExitCode.FULL_MARKS
+
+
+def build_autograder(
+    exercise: str, output: str | Path = DEFAULT_OUTPUT, exercises: str | Path | None = None
+) -> Manifest:
+    """Write the autograder zip for `exercise` to `output` and return what it holds.
+
+    Raises:
+        UsageError: see `main`.
+    """
+    entries, manifest = autograder_entries(exercise, exercises)
+    write_zip(entries, Path(output))
+    return manifest
+
+
+def autograder_entries(
+    exercise: str, exercises: str | Path | None = None
+) -> tuple[list[Entry], Manifest]:
+    """Every file of the zip for `exercise`, sorted by name, and its manifest."""
+    import grader
+    from grader.catalog import catalog_rows
+    from grader.exercise import use_exercises
+
+    root = project_root()
+    folders = use_exercises(exercises)
+    extra = folders[0] if len(folders) > 1 else None
+    row = _exercise_row(exercise, catalog_rows())
+    manifest = Manifest(
+        exercise=row.id,
+        title=row.title,
+        max_score=row.points,
+        grader_version=grader.__version__,
+        torch=torch_pin((root / "constraints.txt").read_text()),
+        exercises=EXTRA if extra else None,
+    )
+    values = {
+        "@EXERCISE@": shlex.quote(manifest.exercise),
+        "@TORCH@": shlex.quote(manifest.torch),
+        "@EXERCISES_DIR@": shlex.quote(manifest.exercises or ""),
+    }
+    entries = [
+        Entry("setup.sh", _script("setup.sh", values), executable=True),
+        Entry("run_autograder", _script("run_autograder", values), executable=True),
+        Entry("autograder.json", manifest.to_json().encode()),
+        *(Entry(f"{SOURCE}/{name}", (root / name).read_bytes()) for name in PROJECT_FILES),
+        *_tree(root / "grader", f"{SOURCE}/grader"),
+        *(_tree(extra, EXTRA) if extra else ()),
+    ]
+    return sorted(entries, key=lambda e: e.name), manifest
+
+
+def project_root() -> Path:
+    """The checkout the grader runs from (the folder above the package).
+
+    Raises:
+        UsageError: the grader is installed as a plain package, without its project files.
+    """
+    import grader
+
+    root = Path(grader.__file__).resolve().parent.parent
+    missing = [name for name in PROJECT_FILES if not (root / name).is_file()]
+    if missing:
+        raise UsageError(
+            f"grade gradescope bundles the grader's source, but {root} has no "
+            f"{', '.join(missing)}: run it from a checkout (pip install -e .)"
+        )
+    return root
+
+
+def torch_pin(constraints: str) -> str:
+    """The version `torch==X` in constraints.txt's text.
+
+    Raises:
+        UsageError: constraints.txt pins no torch version.
+    """
+    match = _TORCH_PIN.search(constraints)
+    if not match:
+        raise UsageError("constraints.txt pins no torch version (want a line torch==X.Y.Z)")
+    return match.group(1)
+
+
+def write_zip(entries: list[Entry], path: Path) -> None:
+    """Write `entries`, in their order, to the zip `path` (replaced whole, or left as it was)."""
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as file, zipfile.ZipFile(file, "w") as archive:
+            for entry in entries:
+                info = zipfile.ZipInfo(entry.name, date_time=_EPOCH)
+                info.create_system = 3  # Unix: the mode below is read
+                info.external_attr = (0o100755 if entry.executable else 0o100644) << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                archive.writestr(info, entry.data)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _check_writable(path: Path) -> None:
+    """Refuse, before building anything, an output the zip could not be written to."""
+    folder = path.parent
+    if path.is_dir():
+        raise UsageError(f"{path}: is a directory, cannot write the autograder zip there")
+    if not folder.is_dir():
+        raise UsageError(f"{path}: cannot write the autograder zip: no folder {folder}")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"{path}: cannot write the autograder zip: {folder} is not writable")
+
+
+def _exercise_row(exercise: str, rows: list[CatalogRow]) -> CatalogRow:
+    """The catalog's row for `exercise`.
+
+    Raises:
+        UsageError: no such exercise, or its folder is broken.
+    """
+    found = {row.id: row for row in rows}
+    known = ", ".join(sorted(r.id for r in rows if not r.broken)) or "none"
+    row = found.get(exercise)
+    if row is None:
+        raise UsageError(f"unknown exercise {exercise!r} (known: {known})")
+    if row.broken:
+        raise UsageError(f"exercise {exercise!r} cannot be loaded: {row.broken}")
+    return row
+
+
+def _script(name: str, values: dict[str, str]) -> bytes:
+    """A script of autograder_files/ with its @PLACEHOLDERS@ filled in."""
+    text = (resources.files("grader") / "autograder_files" / name).read_text()
+    for placeholder, value in values.items():
+        text = text.replace(placeholder, value)
+    return text.encode()
+
+
+def _tree(folder: Path, prefix: str) -> Iterator[Entry]:
+    """Every file under `folder` (symlinks followed), named `prefix/...`, without caches,
+    compiled files or hidden files."""
+    for parent, dirs, files in os.walk(folder, followlinks=True):
+        dirs[:] = sorted(d for d in dirs if not _SKIPPED.match(d))
+        here = Path(parent)
+        for name in sorted(files):
+            if not _SKIPPED.match(name):
+                relative = (here / name).relative_to(folder).as_posix()
+                yield Entry(f"{prefix}/{relative}", (here / name).read_bytes())

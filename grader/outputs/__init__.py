@@ -1,0 +1,36 @@
+"""What a run over one or many notebooks writes besides the report card, and `grade merge`.
+
+documents   to_json_list, to_csv, to_junit_batch: one document for the cohort, in
+            canonical order (`sort_outcomes`: by notebook path)
+merge       merge_texts: shards' documents joined into what one run would have written
+folders     write_gradescope_folder, write_output_dir: files per notebook, named by `slugs`
+executed    executed_notebook: the candidate's notebook with the grading's outputs
+"""
+
+from __future__ import annotations
+
+from grader.outputs.documents import (
+    COLUMNS,
+    notebook_of,
+    sort_outcomes,
+    to_csv,
+    to_json_list,
+    to_junit_batch,
+)
+from grader.outputs.executed import executed_notebook
+from grader.outputs.folders import slugs, write_gradescope_folder, write_output_dir
+from grader.outputs.merge import merge_texts
+
+__all__ = [
+    "COLUMNS",
+    "executed_notebook",
+    "merge_texts",
+    "notebook_of",
+    "slugs",
+    "sort_outcomes",
+    "to_csv",
+    "to_json_list",
+    "to_junit_batch",
+    "write_gradescope_folder",
+    "write_output_dir",
+]
