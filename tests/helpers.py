@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -128,3 +131,23 @@ def leftovers(marker: str) -> list[int]:
             except OSError:
                 break
     return found
+
+
+def grading_until_started(
+    argv: list[str], cwd: Path, request, count: int = 1
+) -> tuple[subprocess.Popen, Path]:
+    """Start `grade ARGV` with its scratch spaces in a fresh short folder under /tmp
+    (removed after the test), and return once `count` kernels have created a file named
+    `started` in their working folder."""
+    scratch = Path(tempfile.mkdtemp(dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(scratch, ignore_errors=True))
+    grading = subprocess.Popen(
+        [sys.executable, "-m", "grader.cli", *argv],
+        cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "TMPDIR": str(scratch)},
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while len(list(scratch.glob("grader-*/work/started"))) < count:
+        assert grading.poll() is None and time.monotonic() < deadline, grading.communicate()
+        time.sleep(0.1)
+    return grading, scratch

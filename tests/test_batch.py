@@ -12,8 +12,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -23,7 +21,13 @@ import pytest
 from grader.batch import collect, parse_shard, take_shard, worst
 from grader.errors import UsageError
 from grader.results import Outcome
-from tests.helpers import SCAFFOLDS, SOLUTIONS, leftovers, notebook_with
+from tests.helpers import (
+    SCAFFOLDS,
+    SOLUTIONS,
+    grading_until_started,
+    leftovers,
+    notebook_with,
+)
 
 
 def grade(*argv: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -250,17 +254,7 @@ def test_a_worker_that_dies_costs_only_its_notebook(tmp_path, request):
     subs.mkdir()
     nbformat.write(notebook_with(HANGS, exercise="mha_parity"), subs / "a.ipynb")
     shutil.copy(SOLUTIONS / "mha_parity.ipynb", subs / "b.ipynb")
-    scratch = Path(tempfile.mkdtemp(dir="/tmp"))
-    request.addfinalizer(lambda: shutil.rmtree(scratch, ignore_errors=True))
-    grading = subprocess.Popen(
-        [sys.executable, "-m", "grader.cli", "subs", "-j", "1", "--json"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "TMPDIR": str(scratch)},
-    )  # fmt: skip
-    deadline = time.monotonic() + 120
-    while not list(scratch.glob("grader-*/work/started")) and time.monotonic() < deadline:
-        assert grading.poll() is None, grading.communicate()
-        time.sleep(0.1)
+    grading, scratch = grading_until_started(["subs", "-j", "1", "--json"], tmp_path, request)
     (worker,) = _children(grading.pid)
     os.kill(worker, signal.SIGKILL)  # what the OOM killer, or a stray kill, would do
     out, err = grading.communicate(timeout=120)
@@ -277,17 +271,9 @@ def test_a_stopped_batch_cleans_up_every_kernel(tmp_path, request):
     subs.mkdir()
     for name in ("a", "b", "c"):
         nbformat.write(notebook_with(HANGS, exercise="mha_parity"), subs / f"{name}.ipynb")
-    scratch = Path(tempfile.mkdtemp(dir="/tmp"))
-    request.addfinalizer(lambda: shutil.rmtree(scratch, ignore_errors=True))
-    grading = subprocess.Popen(
-        [sys.executable, "-m", "grader.cli", "subs", "-j", "2", "--json"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "TMPDIR": str(scratch)},
-    )  # fmt: skip
-    deadline = time.monotonic() + 120
-    while len(list(scratch.glob("grader-*/work/started"))) < 2 and time.monotonic() < deadline:
-        assert grading.poll() is None, grading.communicate()
-        time.sleep(0.1)
+    grading, scratch = grading_until_started(
+        ["subs", "-j", "2", "--json"], tmp_path, request, count=2
+    )
     grading.send_signal(signal.SIGTERM)
     out, err = grading.communicate(timeout=60)
     assert grading.returncode == 143, err

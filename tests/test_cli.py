@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import nbformat
@@ -26,7 +23,7 @@ from tests.exercise_packages import (
     exercises_package,
     forget_package,
 )
-from tests.helpers import ROOT, SOLUTIONS, grade, leftovers, notebook_with
+from tests.helpers import ROOT, SOLUTIONS, grade, grading_until_started, leftovers, notebook_with
 
 
 def _run(capsys, *argv):
@@ -280,17 +277,7 @@ time.sleep(600)
 def test_grader_stopped_by_a_signal_cleans_up_and_says_so(tmp_path, request, signum, code):
     path = tmp_path / "hangs.ipynb"
     nbformat.write(notebook_with(STARTED_AND_HUNG, exercise="mha_interview"), path)
-    scratch = Path(tempfile.mkdtemp(dir="/tmp"))  # short: the grader's scratch goes inside
-    request.addfinalizer(lambda: shutil.rmtree(scratch, ignore_errors=True))
-    grading = subprocess.Popen(
-        [sys.executable, "-m", "grader.cli", str(path), "--json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "TMPDIR": str(scratch)},
-    )  # fmt: skip
-    deadline = time.monotonic() + 120
-    while not list(scratch.glob("grader-*/work/started")) and time.monotonic() < deadline:
-        assert grading.poll() is None, grading.communicate()
-        time.sleep(0.1)
+    grading, scratch = grading_until_started([str(path), "--json"], tmp_path, request)
     grading.send_signal(signum)
     out, err = grading.communicate(timeout=60)
     assert grading.returncode == code, err
