@@ -91,10 +91,10 @@ def qkv(inputs: Inputs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 def require(state: Any, names: list[str], owner: str) -> dict[str, torch.Tensor]:
     """The named tensors from a candidate state_dict, or a Failed naming what is missing."""
     if not isinstance(state, dict):
-        raise Failed(f"{owner}.state_dict() did not return a dict")
+        raise checks.Interface(f"{owner}.state_dict() did not return a dict")
     if missing := [n for n in names if not isinstance(state.get(n), torch.Tensor)]:
         listed = ", ".join(missing[:4]) + (f" (+{len(missing) - 4} more)" if missing[4:] else "")
-        raise Failed(f"{owner}.state_dict() has no {listed}: keep the scaffold's layers")
+        raise checks.Interface(f"{owner}.state_dict() has no {listed}: keep the scaffold's layers")
     return {n: state[n] for n in names}
 
 
@@ -103,7 +103,7 @@ def load(module: Any, owner: str, tensors: dict[str, torch.Tensor]) -> None:
     answer = module.load_state_dict(tensors, strict=False)
     unknown = list(answer[1]) if isinstance(answer, (tuple, list)) and len(answer) == 2 else []
     if unknown:
-        raise Failed(f"{owner}.state_dict() has no {', '.join(unknown[:4])} to load into")
+        raise checks.Interface(f"{owner}.state_dict() has no {', '.join(unknown[:4])} to load into")
 
 
 def oracle(heads: int, weights: list, biases: list) -> nn.MultiheadAttention:
@@ -246,3 +246,78 @@ class Adapter:
         weights = [state[f"{p}.weight"] for p in self.layers]
         mha = oracle(self.H, weights, [state.get(f"{p}.bias") for p in self.layers])
         return lambda inputs, blocked=None: run_oracle(mha, inputs, blocked, self.per_head)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What `--profile` (grader.profile) times for an attention exercise: the suite's
+    adapter at B=1, E=64, H=4 (d_in = E), in self-attention with no mask, its forward
+    called as the suite calls it (asking for weights where it returns them); against
+    nn.MultiheadAttention(E, H) in the grader's process, asked for weights exactly when the
+    candidate's forward returns them (per head or averaged, as it does), with a causal
+    mask when the candidate's module is always causal.
+
+    A suite makes its `exercise` before its adapter, so it names the adapter: `suite` is the
+    suite's module (its ``__name__``), `adapter` the name of the adapter there, looked up
+    when the profile runs. `context` names an adapter field that must be at least T (a
+    causal mask buffer's length)."""
+
+    suite: str
+    adapter: str
+    causal: bool = False
+    context: str = ""
+    E: int = 64
+    H: int = 4
+    B: int = 1
+
+    def found(self) -> Adapter:
+        """The suite's adapter."""
+        import importlib
+
+        A = getattr(importlib.import_module(self.suite), self.adapter)
+        if not isinstance(A, Adapter):
+            raise TypeError(f"{self.suite}.{self.adapter} is not an Adapter")
+        return A
+
+    def sized(self, t: int) -> Adapter:
+        """The adapter at sequence length `t` (queries and keys) and the profile's sizes."""
+        A = self.found()
+        changes: dict[str, Any] = {"E": self.E, "H": self.H, "B": self.B, "T": t, "S": t}
+        if A.d_in:
+            changes["d_in"] = self.E
+        if self.context:
+            changes[self.context] = t
+        return A.replace(**changes)
+
+    def describe(self) -> dict[str, Any]:
+        """What is timed against what (see grader.profile.Profiled)."""
+        A = self.found()
+        weights = "need_weights=False"
+        if A.returns_weights:
+            weights = f"need_weights=True, {'per head' if A.per_head else 'averaged'}"
+        causal = ", causal mask" if self.causal else ""
+        return {
+            "candidate": f"{A.owner}" if A.function else f"{A.owner}.forward",
+            "baseline": f"nn.MultiheadAttention({self.E}, {self.H}) ({weights}{causal})",
+            "sizes": {"B": self.B, "E": self.E, "H": self.H},
+        }
+
+    def candidate(self, kernel: Any, t: int) -> tuple[Any, tuple, dict[str, Any]]:
+        """The candidate's module built in the kernel (eval mode) and forward's arguments."""
+        A = self.sized(t)
+        module = A.build(kernel)
+        target, args, kwargs = A.request(module, A.inputs(cross=False), None)
+        return target, tuple(args), dict(kwargs)
+
+    def baseline(self, t: int, device: str) -> Callable[[], Any]:
+        """nn.MultiheadAttention on `device` (eval mode, float32) and the same inputs."""
+        A = self.sized(t)
+        mha = nn.MultiheadAttention(self.E, self.H, batch_first=True, device=device).eval()
+        (x,) = A.inputs(cross=False)
+        x = F.pad(x, (0, self.E - x.shape[-1])).to(device)
+        options: dict[str, Any] = {"need_weights": A.returns_weights}
+        if A.returns_weights:
+            options["average_attn_weights"] = not A.per_head
+        if self.causal:
+            options["attn_mask"] = ~causal_allow(t).to(device)
+        return lambda: mha(x, x, x, **options)

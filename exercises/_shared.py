@@ -275,7 +275,7 @@ def no_builtin_attention_in_source(kernel, exercise, *adapters: Adapter) -> None
     """After running every module once, the notebook's code names no attention built-in."""
     for A in adapters:
         A.forward(A.build(kernel), A.inputs(cross=False))
-    require_clean_source(kernel.sources, exercise.forbidden, exercise.watch)
+    require_clean_source(kernel.sources, exercise.forbidden, exercise.watch, kernel.cell_numbers)
 
 
 def no_builtin_attention_at_run_time(kernel, exercise, *adapters: Adapter) -> None:

@@ -12,9 +12,9 @@ from typing import Any
 
 import torch
 
-from grader.outcomes import Failed
+from grader.outcomes import Failed, Interface
 
-__all__ = ["Failed"]  # suites import it from here, with the helpers that raise it
+__all__ = ["Failed", "Interface"]  # suites import them from here, with the helpers
 
 
 @dataclass(frozen=True)
@@ -36,13 +36,59 @@ DEFAULT_TOLERANCES: dict[torch.dtype, Tolerance] = {
 }
 
 
+# Per device, where its kernels round differently from the CPU's (a GPU's matmul and
+# softmax add up in other orders and fuse differently): these loosen the defaults above for
+# their dtypes, and never tighten them. A dtype a device does not name keeps the default.
+DEVICE_TOLERANCES: dict[str, dict[torch.dtype, Tolerance]] = {
+    "cpu": {},
+    "cuda": {torch.float32: Tolerance(rtol=1e-5, atol=1e-5)},
+}
+# Where the suite's calls run for the grading in progress (the grader sets it before the
+# suite runs: `set_device`); the tolerances follow it.
+_device = {"name": "cpu"}
+
+
+def set_device(device: str) -> None:
+    """Compare at `device`'s tolerances from now on ("cpu", "cuda", "cuda:1": its kind)."""
+    _device["name"] = str(device).partition(":")[0] or "cpu"
+
+
+def current_device() -> str:
+    """The device whose tolerances `tolerance` uses now ("cpu" unless set)."""
+    return _device["name"]
+
+
+def default_tolerance(dtype: torch.dtype, device: str | None = None) -> Tolerance:
+    """`dtype`'s default (float32's for a dtype without one) on `device` (the current one
+    unless given): assert_close's default, loosened where the device's table says so."""
+    base = DEFAULT_TOLERANCES.get(dtype, DEFAULT_TOLERANCES[torch.float32])
+    kind = (device or current_device()).partition(":")[0]
+    extra = DEVICE_TOLERANCES.get(kind, {}).get(dtype)
+    if extra is None:
+        return base
+    return Tolerance(rtol=max(base.rtol, extra.rtol), atol=max(base.atol, extra.atol))
+
+
+def cuda_available() -> tuple[bool, str]:
+    """Whether the suite's calls can run on a GPU here, and one plain line saying why not
+    (or naming the GPU): "torch 2.13.0+cpu has no CUDA", "no GPU visible"."""
+    if torch.version.cuda is None:
+        return False, f"torch {torch.__version__} has no CUDA"
+    if not torch.cuda.is_available():
+        return False, "no GPU visible"
+    try:
+        return True, torch.cuda.get_device_name(0)
+    except Exception as error:  # a driver that answers is_available but not this
+        return False, f"no usable GPU ({type(error).__name__}: {error})"
+
+
 def tolerance(
     *dtypes: torch.dtype, rtol: float | None = None, atol: float | None = None
 ) -> Tolerance:
-    """The default tolerance of the least precise of `dtypes` (float32's for a dtype without
-    one), loosened to `rtol` / `atol` where they are given; never tighter than the default."""
-    fallback = DEFAULT_TOLERANCES[torch.float32]
-    default = max((DEFAULT_TOLERANCES.get(d, fallback) for d in dtypes), key=lambda t: t.rtol)
+    """The default tolerance of the least precise of `dtypes` on the current device
+    (`default_tolerance`), loosened to `rtol` / `atol` where they are given; never tighter
+    than the default."""
+    default = max((default_tolerance(d) for d in dtypes), key=lambda t: t.rtol)
     return Tolerance(
         rtol=max(default.rtol, rtol or 0.0),
         atol=max(default.atol, atol or 0.0),
@@ -82,25 +128,25 @@ def _dtype(t: torch.Tensor) -> str:
 def tensor(value: Any, what: str, shape: Sequence[int] | None = None) -> torch.Tensor:
     """`value` must be a tensor (of `shape`, when given); returns it."""
     if not isinstance(value, torch.Tensor):
-        raise Failed(f"{what}: got {describe(value)}, want a torch.Tensor")
+        raise Interface(f"{what}: got {describe(value)}, want a torch.Tensor")
     if shape is not None and tuple(value.shape) != tuple(shape):
         raise Failed(f"{what} shape {tuple(value.shape)}, want {tuple(shape)}")
     if not value.is_floating_point():
-        raise Failed(f"{what} has dtype {_dtype(value)}, want a floating-point tensor")
+        raise Interface(f"{what} has dtype {_dtype(value)}, want a floating-point tensor")
     return value
 
 
 def pair(value: Any, what: str) -> tuple[Any, Any]:
     """`value` must be a 2-tuple (or list), e.g. forward's (output, weights)."""
     if not isinstance(value, (tuple, list)) or len(value) != 2:
-        raise Failed(f"{what}: got {describe(value)}, want a pair (output, weights)")
+        raise Interface(f"{what}: got {describe(value)}, want a pair (output, weights)")
     return value[0], value[1]
 
 
 def is_none(value: Any, what: str) -> None:
     """`value` must be None."""
     if value is not None:
-        raise Failed(f"{what}: got {describe(value)}, want None")
+        raise Interface(f"{what}: got {describe(value)}, want None")
 
 
 def finite(t: torch.Tensor, what: str) -> None:

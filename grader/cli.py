@@ -27,7 +27,7 @@ from grader.signals import Stopped
 
 if TYPE_CHECKING:
     from grader.notebook import Notebook
-    from grader.results import Outcome
+    from grader.results import GradeReport, Outcome
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
@@ -86,7 +86,8 @@ def grading_parser() -> argparse.ArgumentParser:
         prog="grade",
         description="Grade candidates' notebooks against a hidden, progressive test suite: "
         "one notebook gets a report card; several, or folders, a batch with a summary table. "
-        "Other commands: `grade list`, `grade build [--check]`, `grade merge PARTS...`, "
+        "Other commands: `grade list`, `grade build [--check]`, `grade hints`, "
+        "`grade merge PARTS...`, "
         "`grade gradescope EXERCISE`.",
     )
     p.add_argument(
@@ -131,6 +132,43 @@ def grading_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="also write, per notebook, the executed notebook with its report and an HTML "
         "report, and an index page, into DIR",
+    )
+    p.add_argument(
+        "--format",
+        choices=("md", "html"),
+        help="also write the report for the candidate, as Markdown or HTML, to "
+        "NOTEBOOK-report.md|html in the current folder (a batch: one per notebook in "
+        "candidate-reports/), or to --report-file",
+    )
+    p.add_argument(
+        "--report-file",
+        metavar="PATH",
+        help="where --format writes (- for stdout; a batch: a folder)",
+    )
+    p.add_argument(
+        "--reveal",
+        type=_count,
+        metavar="N",
+        help="the candidate's report (--format) shows levels 1..N in full and, above N, "
+        "only how many tests passed (hidden tests' details withheld); default: all",
+    )
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="after the tests, time the candidate's forward pass and measure its peak "
+        "memory against torch's attention at T = 128..2048 (never scored)",
+    )
+    p.add_argument(
+        "--profile-plot",
+        metavar="FILE.svg",
+        help="also plot the profile (time and memory against T, log-log) as SVG; implies --profile",
+    )
+    p.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="where the candidate's code runs during the tests and the profile "
+        "(cuda: an error if torch sees no GPU; default cpu)",
     )
     p.add_argument(
         "--cell-timeout",
@@ -212,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
             return _list(argv[1:])
         if argv[:1] == ["build"]:
             return _build(argv[1:])
+        if argv[:1] == ["hints"]:
+            return _hints(argv[1:])
         if argv[:1] == ["merge"]:
             return _merge(argv[1:])
         if argv[:1] == ["gradescope"]:
@@ -282,7 +322,33 @@ def _grade(argv: list[str]) -> int:
         raise UsageError(
             f"--sandbox needs bubblewrap (bwrap), which is not installed: {INSTALL_HINT}"
         )
-    for path, what in ((args.junit, "JUnit file"), (args.csv, "gradebook")):
+    if args.profile_plot and not single:
+        raise UsageError("--profile-plot plots one notebook's profile: give one notebook")
+    if args.profile_plot and not args.profile_plot.lower().endswith(".svg"):
+        raise UsageError(f"--profile-plot {args.profile_plot}: the plot is SVG; name a .svg file")
+    if args.json and args.format and args.report_file == "-":
+        raise UsageError("--json and --report-file - would both write to stdout: pick one")
+    if (args.report_file or args.reveal is not None) and not args.format:
+        flag = "--report-file" if args.report_file else "--reveal"
+        raise UsageError(f"{flag} shapes the candidate's report: add --format md or html")
+    if args.device == "cuda":
+        from grader.checks import cuda_available
+
+        ok, why = cuda_available()
+        if not ok:
+            raise UsageError(f"--device cuda: no GPU to grade on ({why})")
+    candidate = None
+    if args.format and args.report_file != "-":
+        candidate = args.report_file or (
+            f"{Path(args.paths[0]).stem}-report.{args.format}" if single else "candidate-reports"
+        )
+        (_writable if single else _folder)(candidate, "candidate's report")
+    args.candidate_report = candidate
+    for path, what in (
+        (args.junit, "JUnit file"),
+        (args.csv, "gradebook"),
+        (args.profile_plot, "profile plot"),
+    ):
         _writable(path, what)
     if single:
         _writable(args.gradescope, "Gradescope results")
@@ -301,6 +367,8 @@ def _grade(argv: list[str]) -> int:
         total_output_bytes=None if output is None else 16 * output,
         max_timeouts=max(1, args.max_timeouts),
         sandbox=args.sandbox,
+        device=args.device,
+        profile=args.profile or bool(args.profile_plot),
     )
     if single:
         return _grade_single(args, limits, notebook)
@@ -323,11 +391,36 @@ def _grade_single(args: argparse.Namespace, limits: Limits, notebook: Notebook) 
     _write(args.gradescope, "Gradescope results", to_gradescope(report))
     outcome = Outcome(report.notebook, report, exit_code=exit_code(report), cells=tuple(cells))
     _write_cohort_files(args, [outcome])
+    if args.format:
+        _write_candidate_report(args, report, args.candidate_report)
+    if report.profile and args.profile_plot:
+        from grader.profile import profile_svg
+
+        _write(args.profile_plot, "profile plot", profile_svg(report.profile))
     if args.json:
         print(to_json(report))
-    else:
-        render(report, Console(highlight=False))
+    elif args.report_file != "-" or not args.format:  # else stdout has the report
+        console = Console(highlight=False)
+        render(report, console)
+        if report.profile:
+            from grader.profile import render_profile
+
+            render_profile(report.profile, console)
     return outcome.exit_code
+
+
+def _write_candidate_report(
+    args: argparse.Namespace, report: GradeReport, path: str | None
+) -> None:
+    """`--format`: the candidate's report (`--reveal`) to `path`, or stdout when None."""
+    from grader.report import for_candidate, to_html, to_markdown
+
+    shown = report if args.reveal is None else for_candidate(report, args.reveal)
+    text = to_markdown(shown) if args.format == "md" else to_html(shown)
+    if path is None:
+        print(text)
+    else:
+        _write(path, "candidate's report", text)
 
 
 def _grade_batch(args: argparse.Namespace, limits: Limits, notebooks: list[str]) -> int:
@@ -351,6 +444,16 @@ def _grade_batch(args: argparse.Namespace, limits: Limits, notebooks: list[str])
     if args.gradescope:
         _guarded(args.gradescope, "Gradescope results", write_gradescope_folder, outcomes)
     _write_cohort_files(args, outcomes)
+    if args.format:
+        from grader.outputs import slugs
+
+        names = slugs(outcomes)
+        for outcome in outcomes:
+            if outcome.report is None:
+                continue
+            name = f"{names[outcome.notebook]}.{args.format}"
+            folder = args.candidate_report
+            _write_candidate_report(args, outcome.report, folder and str(Path(folder) / name))
     if args.json:
         print(to_json_list(outcomes))
     else:
@@ -481,10 +584,62 @@ def _build(argv: list[str]) -> int:
     )
     args = p.parse_args(argv)
     stale = build_scaffolds(Path(args.root), check=args.check)
+    if args.check:
+        from grader.diagnosis import stale_hints
+        from grader.exercise import load_catalog
+
+        for exercise in load_catalog().values():
+            stale += stale_hints(exercise)
     console = Console(highlight=False, stderr=args.check and bool(stale))
     for line in stale:
         console.print(line, markup=False)
     return ExitCode.NOT_FULL_MARKS if (args.check and stale) else ExitCode.FULL_MARKS
+
+
+def _hints(argv: list[str]) -> int:
+    p = _Parser(
+        prog="grade hints",
+        description="Grade every mutant of each exercise's corpus and write the exercise's "
+        "hints.json (each known bug's failure pattern, for the report card's likely-bug line).",
+    )
+    p.add_argument(
+        "names",
+        nargs="*",
+        metavar="EXERCISE",
+        help="default: every exercise with a corpus (with --exercises: every one in DIR)",
+    )
+    p.add_argument(
+        "--root",
+        default=".",
+        metavar="DIR",
+        help="project folder holding solutions/ (default .)",
+    )
+    p.add_argument("-j", "--jobs", type=_count, default=0, metavar="N", help="workers")
+    _exercises_flag(p)
+    args = p.parse_args(argv)
+    from grader.diagnosis import mutant_hints, write_hints
+    from grader.exercise import load_catalog, use_exercises
+
+    folders = use_exercises(args.exercises)
+    extra = folders[0] if args.exercises else None  # by default, only its exercises
+    catalog = load_catalog()
+    chosen = args.names or [
+        e
+        for e in sorted(catalog)
+        if mutant_hints(catalog[e]) and (not extra or extra in Path(str(catalog[e].folder)).parents)
+    ]
+    for name in chosen:
+        if name not in catalog:
+            raise UsageError(f"unknown exercise {name!r} (known: {', '.join(sorted(catalog))})")
+        solution = Path(args.root) / "solutions" / f"{name}.ipynb"
+        if not solution.is_file():
+            raise UsageError(f"{solution}: no such file (the exercise's solution)")
+    jobs = args.jobs or len(os.sched_getaffinity(0))
+    for name in chosen:
+        solution = Path(args.root) / "solutions" / f"{name}.ipynb"
+        path = write_hints(catalog[name], solution, jobs, Limits())
+        print(f"{name}: wrote {path}")
+    return ExitCode.FULL_MARKS
 
 
 if __name__ == "__main__":

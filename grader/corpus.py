@@ -23,12 +23,15 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Mutant:
     """A single-bug copy of a reference: replace `old` (found exactly once) by `new`.
-    `level` is where a person would expect it to first lose points."""
+    `level` is where a person would expect it to first lose points; `hint` names the bug
+    as the report card says it when a notebook fails the way this mutant does (a short
+    question: "scores scaled by 1/sqrt(d_out), not 1/sqrt(head_dim)?")."""
 
     name: str
     old: str
     new: str
     level: str
+    hint: str = ""
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,7 @@ def load_corpus(exercise: Exercise) -> Corpus:
     try:
         loaded = importlib.import_module(module)
     except ModuleNotFoundError as e:
-        if e.name == module:
+        if e.name and module.startswith(e.name):  # no corpus.py (or no such package)
             return Corpus()
         raise
     return Corpus(

@@ -99,6 +99,9 @@ class Exercise:
     packages: tuple[str, ...] = DEFAULT_PACKAGES
     checks: list[Check] = field(default_factory=list)
     folder: Path | None = None  # where the catalog found it
+    # what `--profile` times and measures against torch (see grader.profile.Profiled);
+    # None: the exercise has no profile
+    profile: Any = None
 
     def check(
         self, level: str, points: float = 1, hidden: bool = True

@@ -10,6 +10,7 @@ import platform
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import grader
 from grader.exercise import (
@@ -93,12 +94,19 @@ def grade_in_session(
         session.prepare(chosen.watch.kernel_config(), allowed_packages(chosen))
         if cells_done is not None:
             cells_done()
+        from grader import checks
+
+        checks.set_device(limits.device)  # the suite compares at the device's tolerances
         tests = _run_suite(chosen, session, limits, session.deadline)
         cells, restarts = session.cells, session.restarts
+        profile = _run_profile(chosen, session, limits) if limits.profile else None
     finally:
         session.close()
     duration = time.monotonic() - started
-    report = build_report(chosen, notebook, tests, cells, restarts, duration, session.findings)
+    report = build_report(
+        chosen, notebook, tests, cells, restarts, duration, session.findings,
+        profile=profile, device=limits.device,
+    )  # fmt: skip
     return report, cells
 
 
@@ -124,6 +132,15 @@ def _run_suite(exercise: Exercise, session: Session, limits: Limits, deadline: f
     return run_checks(exercise, Kernel(session), limits, deadline)
 
 
+def _run_profile(exercise: Exercise, session: Session, limits: Limits) -> dict[str, Any]:
+    """`--profile`: the candidate's forward timed and measured against torch's, after the
+    suite (never scored; see grader.profile)."""
+    from grader.profile import run_profile
+    from grader.remote import Kernel
+
+    return run_profile(exercise, Kernel(session), limits, deadline=session.deadline)
+
+
 def build_report(
     exercise: Exercise,
     notebook: Notebook,
@@ -132,18 +149,24 @@ def build_report(
     restarts: int,
     duration: float,
     findings: Sequence[Finding] = (),
+    profile: dict[str, Any] | None = None,
+    device: str = "cpu",
 ) -> GradeReport:
     """Score the results (pure: no kernel). Findings that void the grading zero it."""
+    from grader.diagnosis import as_in_the_cell, hints, root_cause
+
     findings = list(findings)
+    voided = any(f.kind in VOIDING for f in findings)
     tests = void(tests, findings)
     levels, reached = summarise(exercise.levels, tests)
-    errors = [_cell_error(c) for c in cells if c.status != Status.PASSED]
+    errors = as_in_the_cell(notebook, [_cell_error(c) for c in cells if c.status != Status.PASSED])
+    tests, cause = root_cause(notebook, tests, errors)
     notes = []
     if not notebook.code_cells:
         notes.append("the notebook has no code cells")
     if restarts:
         notes.append(f"the kernel was restarted {restarts} time(s)")
-    if any(f.kind in VOIDING for f in findings):
+    if voided:
         notes.append("no credit: the notebook reached for the grader itself (see integrity)")
     cut = sum(c.output_cut for c in cells)
     if cut:
@@ -170,6 +193,10 @@ def build_report(
         grader_version=grader.__version__,
         python_version=platform.python_version(),
         suite_hash=suite_hash(exercise),
+        device=device,
+        profile=profile,
+        root_cause=cause,
+        hints=hints(exercise, tests, voided),
     )
 
 
@@ -198,4 +225,6 @@ def _torch_version() -> str:
 
 
 def _cell_error(cell: CellRun) -> CellError:
-    return CellError(cell.index + 1, cell.status, cell.message, cell.output, cell.output_cut)
+    return CellError(
+        cell.index + 1, cell.status, cell.message, cell.output, cell.output_cut, cell.line
+    )

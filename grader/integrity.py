@@ -11,24 +11,37 @@ from __future__ import annotations
 
 from grader.exercise import Watch
 from grader.outcomes import Failed
-from grader.scan import scan  # the static scan lives in grader.scan; re-exported for suites
+from grader.scan import (  # the static scan lives in grader.scan; re-exported for suites
+    scan,
+    scan_cells,
+)
 
 __all__ = ["require_clean_source", "require_no_builtin_module", "require_nothing_seen", "scan"]
 
 
 def require_clean_source(
-    sources: list[str], forbidden: tuple[str, ...], watch: Watch | None = None
+    sources: list[str],
+    forbidden: tuple[str, ...],
+    watch: Watch | None = None,
+    numbers: list[int] | None = None,
 ) -> None:
-    """A check's verdict: nothing in the source that `grader.scan.scan` reports.
+    """A check's verdict: nothing in the source that `grader.scan.scan` reports. `numbers`:
+    each source's cell number in the notebook (`Kernel.cell_numbers`), for the message.
 
     Raises:
         Failed: naming the first finding (and how many more there are).
     """
     watch = watch or Watch()
-    findings = scan(sources, forbidden, watch.private)
+    findings = scan_cells(sources, forbidden, watch.private).findings
     if findings:
+        first = findings[0]
+        cell = numbers[first.cell - 1] if numbers else first.cell
+        where = f"cell {cell}" if numbers else f"code cell {cell}"
         more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
-        raise Failed(f"built-in {watch.what} in the source: {findings[0]}{more}")
+        raise Failed(
+            f"built-in {watch.what} in the source: {where}, line {first.line}: "
+            f"{first.message}{more}"
+        )
 
 
 def require_nothing_seen(seen: set[str]) -> None:

@@ -25,6 +25,8 @@ class Limits:
     total_output_bytes: int | None = 16 * 64 * KiB
     max_timeouts: int = 3
     sandbox: bool = False
+    device: str = "cpu"  # where the candidate's module and inputs live during calls
+    profile: bool = False  # time and measure the forward pass after the suite (`--profile`)
 
     @property
     def output_budget(self) -> tuple[int, int]:

@@ -16,6 +16,7 @@ raised out of the grader (they become results). The grader's own trouble is in
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 from typing import Any
 
@@ -40,9 +41,13 @@ TROUBLE = frozenset({Status.TIMEOUT, Status.CRASHED})
 
 
 class CandidateOutcome(Exception):
-    """Base class: the candidate's code earned `status`; `message()` says why, in one line."""
+    """Base class: the candidate's code earned `status`; `message()` says why, in one line.
+    `interface` is true when the code does not fit the exercise's interface (a name or
+    layer missing, a signature or a return type that is not the one asked for): the report
+    labels that apart from a wrong answer."""
 
     status: Status = Status.ERROR
+    interface: bool = False
 
     def message(self) -> str:
         """One line for the report."""
@@ -53,6 +58,25 @@ class Failed(CandidateOutcome, AssertionError):
     """A hidden test's verdict: the candidate's answer is wrong (message is one line)."""
 
     status = Status.FAILED
+
+
+class Interface(Failed):
+    """A hidden test's verdict: the answer is not of the kind the interface asks for (not a
+    tensor, not a pair, a layer missing from the module)."""
+
+    interface = True
+
+
+# A name the suite asked the kernel for and the notebook does not define.
+UNDEFINED = "the notebook does not define {} (did a cell fail?)"
+UNDEFINED_NAME = re.compile(r"^the notebook does not define ([\w.]+) \(did a cell fail\?\)$")
+# What Python's TypeError says when a call does not fit the function's signature.
+_SIGNATURE = re.compile(
+    r"positional arguments? but \d+ (?:was|were) given|unexpected keyword argument"
+    r"|missing \d+ required (?:positional|keyword-only) argument|takes no arguments"
+    r"|takes \d+ positional argument"
+)
+_CALLED = re.compile(r"^([\w.]+)\(\) ")  # the function a TypeError names
 
 
 class CallTimeout(CandidateOutcome):
@@ -99,6 +123,14 @@ class CandidateRaised(CandidateOutcome):
             self.status = Status.NOT_IMPLEMENTED
         elif self.memory:
             self.status = Status.FAILED
+        # a name missing, or a call of the suite's that does not fit the signature of what
+        # it called (not a call deeper in the candidate's code)
+        called = _CALLED.match(self.text) if self.type == "TypeError" else None
+        self.interface = bool(self.undefined) or bool(
+            called
+            and _SIGNATURE.search(self.text)
+            and called[1] in (label.split(" ")[0], f"{label}.__init__")
+        )
         super().__init__(self.summary())
 
     def message(self) -> str:
@@ -107,7 +139,7 @@ class CandidateRaised(CandidateOutcome):
     def summary(self) -> str:
         """One line for the report."""
         if self.undefined:
-            return f"the notebook does not define {self.undefined} (did a cell fail?)"
+            return UNDEFINED.format(self.undefined)
         if self.unsendable:
             text = f"{self.label} returned a value the grader cannot receive ({self.type}"
             return " ".join(f"{text}: {self.text})".split()) if self.text else text + ")"

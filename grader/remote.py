@@ -8,6 +8,7 @@ back as `CandidateRaised`, never as exceptions of the candidate's own classes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -67,6 +68,12 @@ class Kernel:
         return [source for _, source in self.session.sources]
 
     @property
+    def cell_numbers(self) -> list[int]:
+        """Each code cell's number in the notebook, in `sources`' order (all cells count,
+        from 1: the numbering of every place the report names a cell)."""
+        return [index + 1 for index, _ in self.session.sources]
+
+    @property
     def seen(self) -> set[str]:
         """Watched torch built-ins the candidate's code has called during hidden tests so
         far, and the machinery an evasion needs that the guard saw (threads started during
@@ -79,8 +86,12 @@ class Kernel:
         return Remote(self, {"__global__": name}, name)
 
     def new(self, class_name: str, *args: Any, seed: int | None = 0, **kwargs: Any) -> Remote:
-        """Construct a candidate class; torch is seeded first so weights are reproducible."""
-        return self.call({"__global__": class_name}, None, args, kwargs, class_name, seed=seed)
+        """Construct a candidate class; torch is seeded first so weights are reproducible.
+        It is built on the CPU (the same weights whatever the device) and a module is then
+        moved to the grading's device (`Limits.device`)."""
+        request = _request({"__global__": class_name}, None, args, kwargs, seed)
+        request["construct"] = True
+        return self._answer(request, class_name)
 
     def call(
         self,
@@ -155,6 +166,46 @@ class Kernel:
             bases = item[2] if len(item) > 2 and isinstance(item[2], list) else [kind]
             entries.append(ModuleEntry(name, kind, tuple(str(b) for b in bases)))
         return entries
+
+    def profile(
+        self,
+        remote: Remote,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        repeat: int = 5,
+        warmup: int = 1,
+        budget: float = 1.0,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Time ``remote(*args, **kwargs)`` in the kernel, on the grading's device, without
+        autograd or the watch: `warmup` calls, then up to `repeat` timed ones (at least one;
+        no more once `budget` seconds have gone on them), then one more for its peak memory.
+        The output never crosses the channel. `timeout`: the limit for the whole request
+        (else the call limit).
+
+        Returns ``{"times": [seconds...], "peak_bytes": int, "threads": int}`` (the torch
+        threads the kernel ran it with).
+
+        Raises:
+            CandidateRaised: the call raised (at any of its runs).
+            NoAnswer: the kernel answered with something else.
+        """
+        request: Request = {
+            "op": "profile",
+            "target": remote.target,
+            "method": None,
+            "args": _wire(list(args)),
+            "kwargs": _wire(kwargs),
+            "seed": remote.seed,
+            "repeat": int(repeat),
+            "warmup": int(warmup),
+            "budget": float(budget),
+        }
+        answer = self.session.call(request, timeout)
+        if "raised" in answer:
+            raise CandidateRaised(remote.call_label, answer["raised"])
+        return _measurement(answer.get("value"))
 
     def _answer(self, request: Request, label: str) -> Any:
         answer = self.session.call(request)
@@ -249,3 +300,27 @@ def _wire(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: _wire(item) for key, item in value.items()}
     return value
+
+
+def _measurement(value: Any) -> dict[str, Any]:
+    """A profile answer as plain numbers, or NoAnswer (the kernel is the candidate's: it
+    may send anything)."""
+    if not isinstance(value, dict):
+        raise NoAnswer("a profile answered with something else")
+    times: Any = value.get("times")
+    peak: Any = value.get("peak_bytes")
+    threads: Any = value.get("threads")
+    if (
+        not isinstance(times, list)
+        or not times
+        or not all(_number(t) and t >= 0 for t in times)
+        or not _number(peak)
+        or not _number(threads)
+    ):
+        raise NoAnswer("a profile answered with something else")
+    return {"times": [float(t) for t in times], "peak_bytes": int(peak), "threads": int(threads)}
+
+
+def _number(value: Any) -> bool:
+    """A finite int or float (not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

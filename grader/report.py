@@ -4,17 +4,20 @@ and Markdown."""
 from __future__ import annotations
 
 import html
+import io
 import json
 import re
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass, replace
 
 from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from grader.outcomes import UNDEFINED_NAME
 from grader.records import VOIDING
-from grader.results import CheckResult, GradeReport
+from grader.results import BLOCKED, CheckResult, GradeReport, RootCause
 from grader.text import encodable, printable, xml_safe
 
 _SEVERITY = ("hidden", "tamper", "builtin", "machinery", "environment")
@@ -41,55 +44,59 @@ def _literal(text: str, style: str = "") -> Text:
 
 
 def render(report: GradeReport, console: Console) -> None:
-    """Print the report card. Everything on it is a Text (not markup), and every string
-    that may come from the candidate goes through `printable`."""
+    """Print the report card: what to read first (the root cause, the likely bug), the
+    levels, what did not pass (identical failures on one row), the notebook's own cells.
+    Everything on it is a Text (not markup), and every string that may come from the
+    candidate goes through `printable`."""
     head = Text.assemble(
         ("Exercise  ", "bold"), printable(f"{report.exercise} — {report.title}\n"),
         ("Notebook  ", "bold"), printable(f"{report.notebook}\n"),
         ("Duration  ", "bold"),
-        printable(f"{report.duration_s:.1f} s   (torch {report.torch_version})"),
+        printable(f"{report.duration_s:.1f} s   (torch {report.torch_version}"
+                  f"{'' if report.device == 'cpu' else ', on ' + report.device})"),
     )  # fmt: skip
-    levels = Table(title="Levels", title_justify="left", box=box.SIMPLE_HEAD)
-    levels.add_column("#", justify="right")
-    levels.add_column("level")
-    levels.add_column("tests", justify="right")
-    levels.add_column("points", justify="right")
-    for level in report.levels:
-        ok = level.passed == level.total
-        style = "green" if ok else ("red" if level.passed < level.total else "")
-        levels.add_row(
-            str(level.number), _literal(level.name), Text(f"{level.passed}/{level.total}", style=style),
-            f"{_points(level.score)}/{_points(level.max_score)}",
-        )  # fmt: skip
     parts: list[RenderableType] = [head]
-    parts += [_literal(f"! {line}", style="bold yellow") for line in report.headlines]
+    if report.root_cause:
+        parts.append(_root_cause(report.root_cause, _count(report)))
+    parts += [_literal(f"! {line}", style="bold yellow") for line in _headlines(report)]
+    for n, hint in enumerate(report.hints):
+        label = "Likely bug  " if n == 0 else "        or  "
+        parts.append(Text.assemble((label, "bold cyan"), printable(hint)))
+    if report.hints:
+        parts.append(Text(f"            ({_hints_from(report)})", style="dim"))
     if report.integrity:
         parts.append(_integrity(report))
-    parts.append(levels)
-    problems = [t for t in report.tests if t.status != "passed"]
-    if problems:
+    parts.append(_levels(report))
+    rows = failure_rows(report)
+    if rows:
         table = Table(
             title="What did not pass", title_justify="left", box=box.SIMPLE_HEAD, expand=True
         )
         table.add_column("lvl", justify="right", no_wrap=True)
         table.add_column("test", overflow="fold", ratio=2)
         table.add_column("why", overflow="fold", ratio=3)
-        for t in problems:
-            label, message = _why(t)
-            why = Text(label, style=_STYLE[t.status])
-            if message:
-                why.append(f": {printable(message)}")
-            table.add_row(str(t.level), _literal(t.id + ("" if t.hidden else " (public)")), why)
+        for row in rows:
+            test = _literal(row.title + (" (public)" if row.public else ""))
+            if row.detail:
+                test.append("\n" + printable(row.detail), style="dim")
+            why = Text(row.verdict, style=_STYLE.get(row.status, ""))
+            if row.message:
+                why.append(f": {printable(row.message)}")
+            table.add_row(row.levels, test, why)
         parts.append(table)
+        if any(row.public or row.some_public for row in rows):
+            parts.append(Text(f"(public): {PUBLIC}", style="dim"))
     if report.cell_errors:
         cells = Table(
             title="The notebook's own cells", title_justify="left", box=box.SIMPLE_HEAD, expand=True
         )
-        cells.add_column("cell", justify="right")
-        cells.add_column("what")
+        cells.add_column("cell", justify="right", no_wrap=True)
+        cells.add_column("line", justify="right", no_wrap=True)
+        cells.add_column("what", no_wrap=True)
         cells.add_column("message", overflow="fold")
         for c in report.cell_errors:  # cut output has its own table below
-            cells.add_row(str(c.cell), _literal(c.kind), _literal(c.message))
+            line = str(c.line) if c.line else ""
+            cells.add_row(str(c.cell), line, _literal(c.kind), _literal(c.message))
         parts.append(cells)
     if report.cut_output:
         cut = Table(
@@ -98,16 +105,16 @@ def render(report: GradeReport, console: Console) -> None:
             box=box.SIMPLE_HEAD,
             expand=True,
         )
-        rows = [
+        rows_cut = [
             (str(c.cell), f"{c.cut:,} chars", printable(c.start.replace("\n", "⏎ ")))
             for c in report.cut_output
         ]
-        width = max(len(row[1]) for row in rows)  # keep the counts whole on narrow terminals
+        width = max(len(row[1]) for row in rows_cut)  # keep the counts whole on narrow terminals
         cut.add_column("cell", justify="right", no_wrap=True, min_width=4)
         cut.add_column("cut", justify="right", no_wrap=True, min_width=width)
         cut.add_column("began with", overflow="ellipsis", no_wrap=True, ratio=1)
-        for row in rows:
-            cut.add_row(*(Text(cell) for cell in row))
+        for row_cut in rows_cut:
+            cut.add_row(*(Text(cell) for cell in row_cut))
         parts.append(cut)
     for note in report.notes:
         parts.append(_literal(f"note: {note}", style="dim"))
@@ -123,6 +130,126 @@ def render(report: GradeReport, console: Console) -> None:
     console.rule("Grade report")
     console.print(Group(*parts))
     console.rule()
+
+
+def _hints_from(report: GradeReport) -> str:
+    if len(report.hints) == 1:
+        return "the hidden tests fail the way they do for this known bug of the exercise"
+    return "the hidden tests fail the way they do for each of these known bugs of the exercise"
+
+
+PUBLIC = "also in the candidate's self-check (the notebook's last cell runs it)"
+
+
+def _root_cause(cause: RootCause, tests: int) -> Text:
+    """'Root cause  cell 2, line 1: ModuleNotFoundError: ...' with the line's text and how
+    many tests could not run because of it."""
+    text = Text.assemble(("Root cause  ", "bold red"), printable(_cause_line(cause)))
+    if cause.source:
+        text.append(f"\n            > {printable(cause.source)}", style="dim")
+    text.append(f"\n            {_blocked(cause, tests)}")
+    return text
+
+
+def _count(report: GradeReport) -> int:
+    """How many tests the suite has (a candidate's report lists fewer)."""
+    return sum(level.total for level in report.levels)
+
+
+def _cause_line(cause: RootCause) -> str:
+    where = f"cell {cause.cell}" + (f", line {cause.line}" if cause.line else "")
+    return f"{where}: {cause.message or cause.kind}"
+
+
+def _blocked(cause: RootCause, tests: int) -> str:
+    if not cause.blocked:
+        return "no test depended on it: every test still ran"
+    return f"{cause.blocked} of {tests} tests could not run because of it"
+
+
+def _headlines(report: GradeReport) -> list[str]:
+    """The report's headlines less the one the root cause already says."""
+    cause = report.root_cause
+    if cause is None:
+        return list(report.headlines)
+    return [h for h in report.headlines if not h.startswith(f"cell {cause.cell}:")]
+
+
+def _levels(report: GradeReport) -> Table:
+    levels = Table(title="Levels", title_justify="left", box=box.SIMPLE_HEAD)
+    levels.add_column("#", justify="right")
+    levels.add_column("level")
+    levels.add_column("tests", justify="right")
+    levels.add_column("points", justify="right")
+    for level in report.levels:
+        ok = level.passed == level.total
+        style = "green" if ok else ("red" if level.passed < level.total else "")
+        levels.add_row(
+            str(level.number), _literal(level.name), Text(f"{level.passed}/{level.total}", style=style),
+            f"{_points(level.score)}/{_points(level.max_score)}",
+        )  # fmt: skip
+    return levels
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of "What did not pass": one test, or every test that failed the same way."""
+
+    levels: str  # "3", or "1-8" for a group
+    title: str  # the test's id, or "15 tests: a, b, c +12 more"
+    detail: str  # the test's description (one test), or "" (a group)
+    status: str
+    verdict: str  # CheckResult.verdict
+    message: str  # without the verdict repeated
+    public: bool  # one test, public
+    tests: tuple[str, ...]
+    some_public: bool = False  # a group with public tests among them
+
+
+_NAMES_SHOWN = 3
+
+
+def failure_rows(report: GradeReport) -> list[Row]:
+    """What did not pass, in test order, identical failures on one row: the same verdict
+    and message (tests blocked by one cell count as the same, whatever name they miss)."""
+    groups: dict[tuple[str, str], list[CheckResult]] = {}
+    for t in report.tests:
+        if t.status == "passed":
+            continue
+        key = (t.verdict, "" if t.problem == BLOCKED else _why(t)[1])
+        groups.setdefault(key, []).append(t)
+    rows = []
+    for (verdict, message), tests in groups.items():
+        first = tests[0]
+        if len(tests) == 1:
+            rows.append(
+                Row(str(first.level), first.id, first.description, first.status, verdict,
+                    _why(first)[1], not first.hidden, (first.id,), False)
+            )  # fmt: skip
+            continue
+        low, high = min(t.level for t in tests), max(t.level for t in tests)
+        names = [t.id for t in tests]
+        more = f" +{len(names) - _NAMES_SHOWN} more" if len(names) > _NAMES_SHOWN else ""
+        detail = ", ".join(names[:_NAMES_SHOWN]) + more
+        public = sum(not t.hidden for t in tests)
+        if public:
+            detail += f" ({public} public)"
+        title = f"{len(tests)} tests"
+        if first.problem == BLOCKED:
+            missing = sorted({_missing(t) for t in tests} - {""})
+            message = f"they need {', '.join(missing)}, defined by a cell that failed"
+        elif first.status == "not_implemented":
+            title, message = f"{len(tests)} tests need {message}", ""
+        rows.append(
+            Row(str(low) if low == high else f"{low}-{high}", title, detail, first.status,
+                verdict, message, False, tuple(names), public > 0)
+        )  # fmt: skip
+    return rows
+
+
+def _missing(t: CheckResult) -> str:
+    match = UNDEFINED_NAME.match(t.message)
+    return match[1] if match else ""
 
 
 def _integrity(report: GradeReport) -> Table:
@@ -212,6 +339,8 @@ def junit_suite(report: GradeReport) -> ET.Element:
         "max_score": report.max_score,
         "notebook": report.notebook,
         "headlines": report.headlines,
+        "root_cause": report.to_dict()["root_cause"],
+        "hints": report.hints,
         "integrity": [f.to_dict() for f in report.integrity],
     }
     # json.dumps writes ASCII (every control character escaped): safe in XML.
@@ -248,7 +377,11 @@ def to_gradescope(report: GradeReport) -> str:
         }
         for n, t in _numbered(report)
     ]
-    lines = [f"{line}." for line in report.headlines]
+    cause = report.root_cause
+    lines = (
+        [f"Root cause: {_cause_line(cause)}; {_blocked(cause, _count(report))}."] if cause else []
+    )
+    lines += [f"{line}." for line in _headlines(report)]
     lines += [f"Integrity ({f.kind}): {f.where()}{f.message}" for f in report.integrity]
     lines.append(
         f"Score {_points(report.score)}/{_points(report.max_score)}, level reached: {_reached(report)}."
@@ -315,8 +448,18 @@ def to_markdown(report: GradeReport) -> str:
         f"**Duration** {report.duration_s:.1f} s",
         "",
     ]
-    if report.headlines:
-        lines += [*(f"- **!** {md(line)}" for line in report.headlines), ""]
+    cause = report.root_cause
+    if cause:
+        lines += [f"**Root cause** {md(_cause_line(cause))}", ""]
+        if cause.source:
+            lines += [f"> {md(cause.source)}", ""]
+        lines += [md(_blocked(cause, _count(report))), ""]
+    headlines = _headlines(report)
+    if headlines:
+        lines += [*(f"- **!** {md(line)}" for line in headlines), ""]
+    if report.hints:
+        lines += [f"**Likely bug** {' *or* '.join(md(hint) for hint in report.hints)}", ""]
+        lines += [f"*({md(_hints_from(report))})*", ""]
     lines += _table(
         "Levels", ["#", "level", "tests", "points"], "rlrr",
         [
@@ -325,18 +468,25 @@ def to_markdown(report: GradeReport) -> str:
             for lv in report.levels
         ],
     )  # fmt: skip
+    rows = failure_rows(report)
     lines += _table(
         "What did not pass", ["level", "test", "why"], "rll",
         [
-            [str(t.level), md(t.id + ("" if t.hidden else " (public)")),
-             ": ".join(md(part) for part in _why(t) if part)]
-            for t in report.tests
-            if t.status != "passed"
+            [row.levels,
+             md(row.title + (" (public)" if row.public else ""))
+             + (f"<br>*{md(row.detail)}*" if row.detail else ""),
+             ": ".join(md(part) for part in (row.verdict, row.message) if part)]
+            for row in rows
         ],
     )  # fmt: skip
+    if any(row.public or row.some_public for row in rows):
+        lines += [f"*(public): {md(PUBLIC)}*", ""]
     lines += _table(
-        "The notebook's own cells", ["cell", "what", "message"], "rll",
-        [[str(c.cell), md(c.kind), md(c.message)] for c in report.cell_errors],
+        "The notebook's own cells", ["cell", "line", "what", "message"], "rrll",
+        [
+            [str(c.cell), str(c.line or ""), md(c.kind), md(c.message)]
+            for c in report.cell_errors
+        ],
     )  # fmt: skip
     lines += _table(
         "Integrity (what the grader's watch found)", ["kind", "where", "what"], "lll",
@@ -349,6 +499,30 @@ def to_markdown(report: GradeReport) -> str:
         lines += ["### Notes", "", *(f"- {md(note)}" for note in report.notes), ""]
     lines.append(f"*Graded with {md(_graded_with(report))}*")
     return "\n".join(lines)
+
+
+def to_html(report: GradeReport) -> str:
+    """The report card as a standalone HTML page (rich's export: every character of
+    candidate text escaped, styles inline)."""
+    console = Console(record=True, width=100, file=io.StringIO())
+    render(report, console)
+    return console.export_html(inline_styles=True)
+
+
+def for_candidate(report: GradeReport, reveal: int) -> GradeReport:
+    """The report to send the candidate (`--reveal N`): the levels up to `reveal` in full;
+    above it, each level's passed/total only, its hidden tests' names and messages
+    withheld (the public ones, which the candidate's self-check runs anyway, stay). The
+    likely bug is withheld unless every test it explains is shown."""
+    shown = [t for t in report.tests if t.level <= reveal or not t.hidden]
+    withheld = len(report.tests) - len(shown)
+    explained = all(t.status == "passed" or t in shown for t in report.tests)
+    notes = list(report.notes)
+    if withheld:
+        notes.append(
+            f"levels above {reveal}: how many tests passed, without the hidden tests' details"
+        )
+    return replace(report, tests=shown, hints=report.hints if explained else [], notes=notes)
 
 
 def _graded_with(report: GradeReport) -> str:

@@ -11,6 +11,11 @@ from grader.records import VOIDING, Finding
 
 STATUSES: tuple[str, ...] = tuple(s.value for s in Status)
 
+# What a test that did not pass ran into, besides its status (`CheckResult.problem`).
+INTERFACE = "interface"  # the code does not fit the interface: a name, layer, signature
+# or return type is not what the exercise asks for
+BLOCKED = "blocked"  # it could not run: a name it needs is defined by a cell that failed
+
 
 @dataclass(frozen=True)
 class CheckResult:
@@ -23,7 +28,25 @@ class CheckResult:
     score: float
     max_score: float
     message: str = ""
-    hidden: bool = True
+    hidden: bool = True  # False: "public", also in the candidate's self-check
+    description: str = ""  # the check's docstring, first line
+    problem: str = ""  # "", INTERFACE or BLOCKED
+    blocked_by: int = 0  # for BLOCKED: the first cell that failed (cells count from 1)
+
+    @property
+    def verdict(self) -> str:
+        """What happened, as a person reads it: 'wrong answer', 'interface', 'blocked by
+        cell 2', 'not implemented', 'error', 'timeout', ..."""
+        if self.status == Status.PASSED:
+            return "passed"
+        if self.problem == BLOCKED:
+            return f"blocked by cell {self.blocked_by}"
+        if self.problem == INTERFACE:
+            return INTERFACE
+        return _VERDICTS.get(self.status, str(self.status))
+
+
+_VERDICTS = {Status.FAILED: "wrong answer", Status.NOT_IMPLEMENTED: "not implemented"}
 
 
 @dataclass(frozen=True)
@@ -35,6 +58,20 @@ class CellError:
     message: str
     output: str = ""
     output_cut: int = 0
+    line: int = 0  # the line of the cell that raised (0: not known)
+
+
+@dataclass(frozen=True)
+class RootCause:
+    """The first cell that failed: what it raised, where, and how many tests could not run
+    because of it (they need a name that a failed cell defines)."""
+
+    cell: int
+    kind: Status
+    message: str
+    line: int = 0
+    source: str = ""  # the text of that line
+    blocked: int = 0
 
 
 @dataclass(frozen=True)
@@ -81,6 +118,10 @@ class GradeReport:
     grader_version: str = ""
     python_version: str = ""
     suite_hash: str = ""  # sha256 of the exercise's suite and the shared modules it uses
+    device: str = "cpu"  # where the candidate's code ran during the hidden tests
+    root_cause: RootCause | None = None
+    hints: list[str] = field(default_factory=list)  # likely bugs, from the mutation corpus
+    profile: dict[str, Any] | None = None  # `--profile`: see grader.profile (never scored)
 
     @property
     def full_marks(self) -> bool:
@@ -122,6 +163,8 @@ class GradeReport:
             ]
             fields["integrity"] = [Finding(**d) for d in data.get("integrity", [])]
             fields["cut_output"] = [CutOutput(**d) for d in data.get("cut_output", [])]
+            cause = data.get("root_cause")
+            fields["root_cause"] = cause and RootCause(**{**cause, "kind": Status(cause["kind"])})
             return cls(**fields)
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"not a grade report: {type(e).__name__}: {e}") from None

@@ -34,7 +34,7 @@ from grader.limits import Limits
 from grader.outcomes import TROUBLE, CandidateOutcome, Status
 from grader.records import Finding
 from grader.remote import Calls, Kernel
-from grader.results import CheckResult
+from grader.results import INTERFACE, CheckResult
 
 # What using a value of the wrong kind or length raises.
 SHAPE_ERRORS = (TypeError, AttributeError, IndexError, ValueError)
@@ -109,16 +109,18 @@ def run_checks(
             results.append(_result(exercise, check, Status.SKIPPED, reason))
             continue
         answers.loose = False
-        status, message = run_check(check, kernel, limits, exercise.id)
+        status, message, problem = run_check(check, kernel, limits, exercise.id)
         trouble_in_a_row = trouble_in_a_row + 1 if status in TROUBLE else 0
-        results.append(_result(exercise, check, status, message))
+        results.append(_result(exercise, check, status, message, problem))
     return results
 
 
 def run_check(
     check: Check, kernel: Kernel, limits: Limits, exercise: str = ""
-) -> tuple[Status, str]:
-    """Run one check and classify what happened.
+) -> tuple[Status, str, str]:
+    """Run one check and classify what happened: (status, message, problem), where
+    problem is "interface" when the candidate's code does not fit the interface (see
+    `CandidateOutcome.interface`), else "".
 
     Raises:
         GraderBug: the suite's fault, by the rule in this module's docstring.
@@ -126,17 +128,21 @@ def run_check(
     try:
         check.run(kernel)
     except CandidateOutcome as outcome:
-        return outcome.status, _one_line(outcome.message())
+        return outcome.status, _one_line(outcome.message()), INTERFACE * outcome.interface
     except GraderError:  # e.g. a replacement kernel that would not start: as it says
         raise
     except Exception as e:
         if isinstance(e, SHAPE_ERRORS) and getattr(kernel.session, "loose", True):
-            return Status.ERROR, _one_line(f"unexpected answer: {type(e).__name__}: {e}")
+            # a value of a kind the suite did not ask for: the interface's return type
+            message = _one_line(f"unexpected answer: {type(e).__name__}: {e}")
+            return Status.ERROR, message, INTERFACE
         raise GraderBug(exercise or "?", check.id, e) from e
-    return Status.PASSED, ""
+    return Status.PASSED, "", ""
 
 
-def _result(exercise: Exercise, check: Check, status: Status, message: str) -> CheckResult:
+def _result(
+    exercise: Exercise, check: Check, status: Status, message: str, problem: str = ""
+) -> CheckResult:
     return CheckResult(
         id=check.id,
         level=check.level,
@@ -146,6 +152,8 @@ def _result(exercise: Exercise, check: Check, status: Status, message: str) -> C
         max_score=check.points,
         message=message,
         hidden=check.hidden,
+        description=check.doc,
+        problem=problem,
     )
 
 

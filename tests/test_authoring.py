@@ -117,6 +117,21 @@ def test_the_corpus_is_caught_and_the_variant_keeps_full_marks(project, tmp_path
             assert_full_marks(graded)
 
 
+def test_grade_hints_records_the_corpus_and_the_card_names_each_mutants_bug(project, tmp_path):
+    exercises = project / "exercises"
+    done = run("hints", "--exercises", str(exercises), "--root", str(project), cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"softmax_rows: wrote {exercises / 'softmax_rows' / 'hints.json'}"
+    namespace: dict = {}
+    exec((exercises / "softmax_rows" / "corpus.py").read_text(), namespace)
+    solution = nbformat.read(project / "solutions" / "softmax_rows.ipynb", as_version=4)
+    for mutant in namespace["MUTANTS"]:
+        path = tmp_path / f"{mutant.name}.ipynb"
+        nbformat.write(apply(solution, mutant), path)
+        assert grade_in(project, path).report["hints"] == [mutant.hint]
+    assert grade_in(project, project / "solutions" / "softmax_rows.ipynb").report["hints"] == []
+
+
 def test_builtin_softmax_is_caught_by_the_exercises_own_watch(project, tmp_path):
     solution = nbformat.read(project / "solutions" / "softmax_rows.ipynb", as_version=4)
     cell = solution.cells[0]

@@ -77,7 +77,8 @@ def test_corpus_is_big_enough_and_applies_to_the_solution(exercise):
 @pytest.mark.kernel
 @pytest.mark.parametrize("exercise", EXERCISES)
 def test_solution_earns_full_marks(exercise):
-    assert_full_marks(grade(SOLUTIONS / f"{exercise}.ipynb"))
+    report = assert_full_marks(grade(SOLUTIONS / f"{exercise}.ipynb"))
+    assert report["hints"] == [] and report["root_cause"] is None
 
 
 @pytest.mark.kernel
@@ -101,6 +102,9 @@ def test_mutant_loses_points_at_the_expected_level(graded_corpus, case):
     # code cell), never a cell that defines that code.
     last = _last_code_cell(exercise)
     assert all(e["cell"] == last for e in report["cell_errors"]), report["cell_errors"]
+    # The card names the bug: the hidden tests fail as this mutant's did when `grade hints`
+    # recorded its pattern.
+    assert mutant.hint and mutant.hint in report["hints"], report["hints"]
 
 
 @pytest.mark.kernel
@@ -112,6 +116,7 @@ def test_correct_variant_earns_full_marks(graded_corpus, case):
     report = graded.report
     assert graded.returncode == 0, [t for t in report["tests"] if t["status"] != "passed"]
     assert report["score"] == report["max_score"]
+    assert report["hints"] == []
 
 
 def _last_code_cell(exercise: str) -> int:

@@ -180,7 +180,7 @@ def test_an_ordinary_report_reads_as_before():
         "Exercise  demo — Demo",
         "Notebook  nb.ipynb",
         "Duration  1.2 s   (torch 2.3.0)",
-        "failed: expected shape (2, 5, 16), got (2, 5, 8)",
+        "wrong answer: expected shape (2, 5, 16), got (2, 5, 8)",
         "not implemented: forward",
         "NameError: name 'x' is not defined",
         "! cell 2: `foo` is not available in the grading environment",

@@ -144,9 +144,9 @@ CANARY = "canary-90b7d1e4"
 READ_EVERY_ENVIRONMENT = """
 import subprocess
 out = subprocess.run('env; cat /proc/*/environ', shell=True, capture_output=True).stdout
-leaked = CANARY.encode() in out
+leaked = CANARY[::-1].encode() in out
 raise RuntimeError(f'leaked: {leaked}')
-""".replace("CANARY", repr(CANARY))
+""".replace("CANARY", repr(CANARY[::-1]))  # reversed: the card quotes the line that raised
 
 
 @needs_bwrap

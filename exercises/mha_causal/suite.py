@@ -29,6 +29,7 @@ exercise = att.exercise(
         "from scratch",
     ],
     defines=("CausalAttention", "MultiHeadAttentionWrapper", "MultiHeadAttention"),
+    profile=att.Profile(__name__, "SPLIT", causal=True, context="ctx"),  # `--profile`
 )
 
 # d_in != d_out (5 -> 12), 3 heads of width 4, B = 2, T = 7 < context_length = 10 (the mask

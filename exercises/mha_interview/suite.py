@@ -24,6 +24,7 @@ exercise = att.exercise(
         "from scratch",
     ],
     defines=("AttentionConfig", "causal_mask", "MultiHeadAttention"),
+    profile=att.Profile(__name__, "A"),  # `--profile`: times this suite's adapter A
 )
 
 E, H, B, T, S = 12, 3, 2, 5, 7

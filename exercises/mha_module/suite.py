@@ -29,6 +29,7 @@ exercise = att.exercise(
         "from scratch",
     ],
     defines=("MultiHeadAttention", "EfficientMultiHeadAttention"),
+    profile=att.Profile(__name__, "A"),  # `--profile`: times this suite's adapter A
 )
 
 E, H, B, LQ, LK = 12, 3, 2, 5, 7
@@ -119,7 +120,8 @@ def projections_are_linear_layers(kernel):
         state = att.require(module.state_dict(), names, M.owner)
         for layer, n in zip(M.layers, rows, strict=True):
             if not kinds.get(layer, "").endswith("Linear"):
-                raise Failed(f"{M.owner}.{layer} is {kinds.get(layer, 'missing')}, want nn.Linear")
+                found = kinds.get(layer, "missing")
+                raise checks.Interface(f"{M.owner}.{layer} is {found}, want nn.Linear")
             checks.tensor(state[f"{layer}.weight"], f"{M.owner}.{layer}.weight", (n, E))
             checks.tensor(state[f"{layer}.bias"], f"{M.owner}.{layer}.bias", (n,))
 

@@ -29,6 +29,7 @@ exercise = att.exercise(
         "from scratch",
     ],
     defines=("multi_head_attention",),
+    profile=att.Profile(__name__, "A"),  # `--profile`: times this suite's adapter A
 )
 
 E, H, N, L, S = 24, 3, 2, 5, 7

@@ -27,6 +27,7 @@ exercise = att.exercise(
         "from scratch",
     ],
     defines=("MultiHeadAttention", "create_causal_mask"),
+    profile=att.Profile(__name__, "A"),  # `--profile`: times this suite's adapter A
 )
 
 E, H, B, T = 12, 3, 2, 5

@@ -8,6 +8,7 @@ Nothing here decides what to do about a timeout or a dead kernel: the session do
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,7 @@ class Execution:
     cut: int = 0
     answer: bytes = b""  # a call's answer (a `grader.kernel.wire` payload)
     restart_loop: bool = False  # a call's error: the shim's loop is out of step (see channel)
+    line: int = 0  # an error's line in the code run (0: not known)
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,7 @@ class CellRun:
     message: str = ""
     output: str = ""
     output_cut: int = 0
+    line: int = 0  # the line that raised (0: not known)
 
 
 class CellClient(NotebookClient):
@@ -89,7 +92,25 @@ def cell_run(index: int, run: Execution, limit: float) -> CellRun:
     message = run.message
     if message.startswith("MemoryError") or "can't allocate memory" in message:
         message = f"memory limit exceeded ({message})"
-    return CellRun(index, run.status, message, output, run.cut)
+    return CellRun(index, run.status, message, output, run.cut, run.line)
+
+
+# IPython's traceback names the code it ran "Cell In[N], line L" (or, in older versions,
+# "File /tmp/ipykernel_1/123.py:L"); the first such frame is the cell's own line.
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_FRAME = re.compile(r"^(?:Cell In\[\d*\], line |File \S*ipykernel\S*\.py:)(\d+)")
+
+
+def cell_line(traceback: object) -> int:
+    """The line of the cell that raised, from an error reply's traceback (0: not found)."""
+    if not isinstance(traceback, list):
+        return 0
+    for entry in traceback:
+        text = _ANSI.sub("", str(entry)).lstrip()
+        match = _FRAME.match(text)
+        if match:
+            return int(match[1])
+    return 0
 
 
 def one_line(value: object, limit: int = 300) -> str:

@@ -51,9 +51,12 @@ class Request(TypedDict, total=False):
     `op` is "call" (``target.method(*args, **kwargs)``, or ``target(...)`` without a
     method), "grad" (backpropagate ``sum(output * cotangent)``), "modules" (the submodules
     of `target`), "output_cut" (what the shim dropped of each cell's output), "batch"
-    (`requests`, answered in order, up to the first that raises) or "end" (the shim's loop
-    returns). A target is ``{"__global__": name}`` or ``{"__ref__": n}``; torch is seeded
-    with `seed` first."""
+    (`requests`, answered in order, up to the first that raises), "profile" (time
+    ``target(*args, **kwargs)`` and measure its peak memory: `repeat`, `warmup`, `budget`
+    seconds; the answer is numbers, never the output) or "end" (the shim's loop returns).
+    A target is ``{"__global__": name}`` or ``{"__ref__": n}``; torch is seeded with `seed`
+    first. `construct`: the call builds an object (`Kernel.new`): its tensor arguments stay
+    on the CPU and a module it returns is moved to the grading's device."""
 
     op: str
     target: dict[str, Any]
@@ -66,6 +69,10 @@ class Request(TypedDict, total=False):
     output_path: list[int]
     params_of: dict[str, Any] | None
     requests: list[Any]
+    construct: bool
+    repeat: int
+    warmup: int
+    budget: float
 
 
 class Answer(TypedDict, total=False):

@@ -19,9 +19,11 @@ from grader.kernel import processes as procs
 from grader.kernel import sandbox
 
 _HERE = Path(__file__).parent
-# The kernel-side code: the guard first (the shim's install calls it), the wire format, then
-# the shim.
-SHIM_SOURCE = "\n\n".join((_HERE / name).read_text() for name in ("guard.py", "wire.py", "shim.py"))
+# The kernel-side code: the guard first (the shim's install calls it), the wire format, the
+# profile's measurements, then the shim.
+SHIM_SOURCE = "\n\n".join(
+    (_HERE / name).read_text() for name in ("guard.py", "wire.py", "measure.py", "shim.py")
+)
 # Always importable by candidates besides the standard library and the declared packages.
 RUNTIME_PACKAGES = ("torch", "IPython", "ipykernel")
 # Runs in an interpreter that ignores PYTHON* variables, the user site and site processing

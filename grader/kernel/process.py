@@ -30,7 +30,7 @@ from nbclient.exceptions import DeadKernelError
 from grader.errors import KernelStartError
 from grader.kernel import processes as procs
 from grader.kernel import wire
-from grader.kernel.cells import TIMEOUT_NAME, CellClient, Execution, one_line
+from grader.kernel.cells import TIMEOUT_NAME, CellClient, Execution, cell_line, one_line
 from grader.kernel.channel import Channel, Transfer
 from grader.kernel.launch import kernel_manager, start_options
 from grader.limits import Limits
@@ -188,6 +188,7 @@ class KernelProcess:
                 run.message = one_line(
                     f"{content.get('ename', 'Error')}: {content.get('evalue', '')}"
                 )
+                run.line = cell_line(content.get("traceback"))
         return run
 
     @property

@@ -134,7 +134,8 @@ class Session:
     ) -> None:
         """Wait for the kernel, install the guard and the shim (watching what `watch`, an
         exercise's `Watch.kernel_config()`, names; the notebook may import the standard
-        library, torch and `packages`), and run the notebook's cells.
+        library, torch and `packages`; the suite's calls run on `limits.device`), and run
+        the notebook's cells.
 
         Raises:
             KernelStartError: the kernel did not come up.
@@ -312,6 +313,7 @@ class Session:
             "max_tensor_bytes": MAX_TENSOR_BYTES,
             "max_structure_bytes": MAX_STRUCTURE_BYTES,
             "watch": self._watch,
+            "device": self.limits.device,  # where the suite's calls run (the shim moves tensors)
         }
         cell, total = self.limits.output_budget
         install = install_code(

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # in the kernel, guard.py's source runs first and IPython is 
     from IPython import get_ipython
 
     from grader.kernel.guard import install_guard
+    from grader.kernel.measure import measure_call
     from grader.kernel.wire import WIRE_HEADER, pack, unpack
 
 _objects: dict[int, object] = {}
@@ -33,6 +34,9 @@ _cut: dict[str, int] = {}
 _MAX_TEXT = 400
 # the grader's bounds on an answer: the tensors it holds, its structure
 _limits = {"tensor_bytes": 64 * 1024**2, "structure_bytes": 4 * 1024**2}
+# where the suite's calls run: tensors arriving are moved there, modules the suite builds
+# too; tensors going back are moved to the CPU (`config["device"]`)
+_device = {"name": "cpu"}
 
 
 def install(fd, config, cell_output, total_output):
@@ -42,6 +46,7 @@ def install(fd, config, cell_output, total_output):
     state, record, protected = install_guard(fd, config)
     _limits["tensor_bytes"] = config.get("max_tensor_bytes", _limits["tensor_bytes"])
     _limits["structure_bytes"] = config.get("max_structure_bytes", _limits["structure_bytes"])
+    _device["name"] = str(config.get("device") or "cpu")
     _cap_output(cell_output, total_output)
     _cap_displays(total_output)
     restore_streams = _keep_streams()
@@ -74,7 +79,8 @@ def install(fd, config, cell_output, total_output):
         with one torch thread (the suite's inputs are small: waking a thread pool for each
         op costs more than the op; the cells keep torch's default). What candidate code
         prints meanwhile is capped as a cell's output and flushed by the kernel's own I/O
-        thread; no one reads it."""
+        thread; no one reads it. A profile request is no hidden test: the guard's
+        during-test watch is off while it runs."""
         _receive(_requests, drain=True)
         _write(_answers, token)
         threads = _threads()
@@ -88,7 +94,7 @@ def install(fd, config, cell_output, total_output):
                 if request.get("op") == "end":
                     return
                 _restore()
-                _state["active"] = True
+                _state["active"] = request.get("op") != "profile"
                 try:
                     response = _respond(request, ns, _modes)
                 finally:
@@ -247,7 +253,11 @@ def _kind_name(kind):
     return kind.__qualname__ if own else f"{kind.__module__}.{kind.__qualname__}"
 
 
-def _decode(value, ns):
+def _decode(value, ns, device=None):
+    """A request's value with references resolved and tensors moved to `device` (None:
+    left where the wire put them, on the CPU)."""
+    if isinstance(value, torch.Tensor):
+        return value if device is None else value.to(device)
     if isinstance(value, dict):
         if "__ref__" in value:
             return _objects[value["__ref__"]]
@@ -256,11 +266,11 @@ def _decode(value, ns):
             if name not in ns:
                 raise _Undefined(name)
             return ns[name]
-        return {key: _decode(item, ns) for key, item in value.items()}
+        return {key: _decode(item, ns, device) for key, item in value.items()}
     if isinstance(value, list):
-        return [_decode(item, ns) for item in value]
+        return [_decode(item, ns, device) for item in value]
     if isinstance(value, tuple):
-        return tuple(_decode(item, ns) for item in value)
+        return tuple(_decode(item, ns, device) for item in value)
     return value
 
 
@@ -346,7 +356,7 @@ def _modules(target):
     ]
 
 
-def _call(request, ns, modes):
+def _call(request, ns, modes, _device=_device):
     if request["op"] == "output_cut":
         return dict(_cut)
     target = _decode(request["target"], ns)
@@ -354,14 +364,34 @@ def _call(request, ns, modes):
         return _modules(target)
     if request.get("method"):
         target = getattr(target, request["method"])
-    args = _decode(request.get("args", []), ns)
-    kwargs = _decode(request.get("kwargs", {}), ns)
+    # a constructor's tensors stay on the CPU (seeded weights are the CPU's); the module it
+    # builds moves to the device afterwards
+    device = None if request.get("construct") else _device["name"]
+    args = _decode(request.get("args", []), ns, device)
+    kwargs = _decode(request.get("kwargs", {}), ns, device)
     if request.get("seed") is not None:
         torch.manual_seed(request["seed"])
     if request["op"] == "grad":
         return _grad(target, args, kwargs, request, ns, modes)
+    if request["op"] == "profile":
+        return _profile(target, args, kwargs, request)
     with modes[0](), modes[1]():
-        return target(*args, **kwargs)
+        value = target(*args, **kwargs)
+    if request.get("construct") and isinstance(value, torch.nn.Module):
+        value.to(_device["name"])
+    return value
+
+
+def _profile(target, args, kwargs, request, _measure=measure_call, _device=_device):
+    """Time `target(*args, **kwargs)` and measure its peak memory (see measure.py), without
+    the watch and without autograd: only numbers go back, never the output."""
+    return _measure(
+        lambda: target(*args, **kwargs),
+        repeat=max(1, min(int(request.get("repeat", 5)), 1000)),
+        warmup=max(0, min(int(request.get("warmup", 1)), 10)),
+        budget=float(request.get("budget", 1.0)),
+        device=_device["name"],
+    )
 
 
 def _grad(target, args, kwargs, request, ns, modes):
@@ -381,7 +411,8 @@ def _grad(target, args, kwargs, request, ns, modes):
             raise TypeError(f"output to differentiate is {_type_name(picked)}, not a tensor")
         if not picked.requires_grad:
             raise RuntimeError("output does not require grad: it is not connected to the graph")
-        (picked * request["cotangent"].to(picked.dtype)).sum().backward()
+        cotangent = request["cotangent"].to(device=picked.device, dtype=picked.dtype)
+        (picked * cotangent).sum().backward()
     params = {}
     if owner is not None:
         params = {name: p.grad for name, p in owner.named_parameters()}

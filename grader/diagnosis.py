@@ -1,0 +1,218 @@
+"""What the report card says first: the root cause of a notebook whose cells failed, which
+tests could not run because of it, and the likely bug where the hidden tests fail the way
+one of the exercise's known bugs makes them fail.
+
+Known bugs are the exercise's mutation corpus (`grader.corpus`): `grade hints` grades every
+mutant and writes, next to the suite, ``hints.json``: each mutant's name, its hint, and its
+failure pattern: the tests it does not pass, each with its message, numbers left out
+("output: # of # elements outside the tolerance; ..."). A notebook gets a mutant's hint when
+
+1. its tests fail exactly as the mutant's do, messages included; else
+2. the same tests fail (several bugs can fail the same tests: each one's hint is given);
+   else
+3. the tests that fail differ from the mutant's by at most a fifth of those involved: a
+   weaker "perhaps".
+
+Nothing is hinted while tests are not implemented, blocked or skipped: the card's first
+line already says why those fail.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from grader.exercise import Exercise
+from grader.notebook import Notebook, defined_names
+from grader.outcomes import UNDEFINED_NAME, Status
+from grader.results import BLOCKED, CellError, CheckResult, RootCause
+
+HINTS_FILE = "hints.json"
+NEAR = 0.8  # the least overlap (Jaccard) of two failure patterns for a "perhaps" hint
+MAX_HINTS = 5  # the most known bugs that share one failure pattern in the corpora
+# Statuses that say why a test failed better than a hint could.
+_EXPLAINED = frozenset({Status.NOT_IMPLEMENTED, Status.SKIPPED})
+
+
+def root_cause(
+    notebook: Notebook, tests: list[CheckResult], errors: list[CellError]
+) -> tuple[list[CheckResult], RootCause | None]:
+    """Mark the tests that could not run because a cell failed (they need a name that only a
+    failed cell defines) as BLOCKED, and return them with the root cause: the first cell
+    that failed, its line, and how many tests it blocked. A later cell that failed with a
+    NameError is taken as a consequence of an earlier one (its names were never defined
+    because of it); a later cell that failed otherwise blocks its own tests."""
+    if not errors:
+        return tests, None
+    first = errors[0]
+    failed = {e.cell: e for e in errors}
+    defined_in: dict[str, list[int]] = {}
+    for index, source in notebook.code_cells:
+        for name in defined_names([source]):
+            defined_in.setdefault(name, []).append(index + 1)
+
+    def blocker(test: CheckResult) -> int:
+        match = UNDEFINED_NAME.match(test.message) if test.status == Status.ERROR else None
+        if match is None:
+            return 0
+        cells = [c for c in defined_in.get(match[1].split(".")[0], []) if c in failed]
+        if not cells:
+            return 0  # defined nowhere: the interface's problem, not a cell's
+        cell = cells[-1]
+        cascade = failed[cell].message.startswith("NameError") and cell > first.cell
+        return first.cell if cascade else cell
+
+    marked = []
+    for test in tests:
+        cell = blocker(test)
+        marked.append(replace(test, problem=BLOCKED, blocked_by=cell) if cell else test)
+    count = sum(t.blocked_by == first.cell for t in marked)
+    return marked, RootCause(
+        first.cell, first.kind, first.message, first.line, _line(notebook, first), count
+    )
+
+
+def _line(notebook: Notebook, error: CellError) -> str:
+    """The text of the line that raised, stripped ("" when not known)."""
+    cells = notebook.node.cells
+    if not error.line or not 0 < error.cell <= len(cells):
+        return ""
+    lines = str(cells[error.cell - 1].source).splitlines()
+    return lines[error.line - 1].strip() if error.line <= len(lines) else ""
+
+
+def as_in_the_cell(notebook: Notebook, errors: list[CellError]) -> list[CellError]:
+    """`errors` with each line numbered as the cell shows it: IPython drops a cell's leading
+    blank lines before it numbers the lines of a traceback."""
+    cells = notebook.node.cells
+    fixed = []
+    for error in errors:
+        if error.line and 0 < error.cell <= len(cells):
+            lines = str(cells[error.cell - 1].source).splitlines()
+            blank = next((i for i, line in enumerate(lines) if line.strip()), 0)
+            error = replace(error, line=error.line + blank)
+        fixed.append(error)
+    return fixed
+
+
+# -- hints ---------------------------------------------------------------------------
+
+
+def hints(exercise: Exercise, tests: list[CheckResult], voided: bool = False) -> list[str]:
+    """The likely bugs behind `tests`' failures, best first (at most MAX_HINTS): the hints of
+    the known bugs whose failure pattern is the notebook's, then ("perhaps: ...") those
+    whose pattern is near it."""
+    if voided or any(t.status in _EXPLAINED or t.problem == BLOCKED for t in tests):
+        return []
+    failing = pattern(tests)
+    if not failing:
+        return []
+    ids = frozenset(failing)
+    same, alike, near = [], [], []
+    for known, hint in known_bugs(exercise):
+        if known == failing:
+            same.append(hint)
+        elif known.keys() == ids:
+            alike.append(hint)
+        elif len(known.keys() & ids) / len(known.keys() | ids) >= NEAR:
+            near.append(f"perhaps: {hint}")
+    return list(dict.fromkeys(same or alike or near))[:MAX_HINTS]
+
+
+def pattern(tests: list[CheckResult]) -> dict[str, str]:
+    """The failure pattern of `tests`: each test that did not pass, with its message (its
+    numbers left out: they vary with the bug's details, the kind of failure does not)."""
+    return {t.id: _NUMBER.sub("#", t.message) for t in tests if t.status != Status.PASSED}
+
+
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def known_bugs(exercise: Exercise) -> list[tuple[dict[str, str], str]]:
+    """(failure pattern, hint) of each mutant in the exercise's ``hints.json`` (none when
+    it has no such file)."""
+    if exercise.folder is None:
+        return []
+    return _read(exercise.folder / HINTS_FILE)
+
+
+@functools.cache
+def _read(path: Path) -> list[tuple[dict[str, str], str]]:
+    try:
+        mutants = json.loads(path.read_text(encoding="utf-8"))["mutants"]
+        return [(dict(m["fails"]), str(m["hint"])) for m in mutants if m["hint"]]
+    except (OSError, ValueError, KeyError, TypeError):  # `grade build --check` says why
+        return []
+
+
+def hints_document(entries: list[tuple[str, str, dict[str, str]]]) -> str:
+    """The text of ``hints.json`` for (mutant name, hint, failure pattern), in order."""
+    mutants = [{"name": n, "hint": h, "fails": dict(sorted(f.items()))} for n, h, f in entries]
+    return json.dumps({"mutants": mutants}, indent=1, ensure_ascii=False) + "\n"
+
+
+def mutant_hints(exercise: Exercise) -> list[tuple[str, str]]:
+    """(name, hint) of each mutant in the exercise's corpus, in order."""
+    from grader.corpus import load_corpus
+
+    return [(m.name, m.hint) for m in load_corpus(exercise).mutants]
+
+
+def stale_hints(exercise: Exercise) -> list[str]:
+    """Why the exercise's ``hints.json`` does not match its corpus (a mutant without a hint,
+    or one added, removed or reworded since `grade hints` ran); [] when it does."""
+    mutants = mutant_hints(exercise)
+    if not mutants or exercise.folder is None:
+        return []
+    path = exercise.folder / HINTS_FILE
+    lines = [f"{exercise.folder / 'corpus.py'}: {n} has no hint" for n, h in mutants if not h]
+    try:
+        written = json.loads(path.read_text(encoding="utf-8"))["mutants"]
+        recorded = [(str(m["name"]), str(m["hint"])) for m in written]
+    except (OSError, ValueError, KeyError, TypeError):
+        return [*lines, f"{path}: missing or unreadable: run `grade hints {exercise.id}`"]
+    if recorded != mutants:
+        lines.append(f"{path}: out of date with corpus.py: run `grade hints {exercise.id}`")
+    return lines
+
+
+def write_hints(exercise: Exercise, solution: Path, jobs: int, limits: object) -> Path:
+    """Grade every mutant of the exercise's corpus (made from `solution`) and write its
+    ``hints.json``: each mutant's failure pattern with its hint.
+
+    Raises:
+        GraderError: a mutant could not be graded, or one passes every test.
+    """
+    import tempfile
+
+    import nbformat
+
+    from grader.batch import grade_all
+    from grader.corpus import apply, load_corpus
+    from grader.errors import ExerciseError
+    from grader.limits import Limits
+
+    assert exercise.folder is not None and isinstance(limits, Limits)
+    mutants = load_corpus(exercise).mutants
+    reference = nbformat.read(solution, as_version=4)
+    with tempfile.TemporaryDirectory(prefix="grade-hints-") as folder:
+        paths = []
+        for mutant in mutants:
+            paths.append(str(Path(folder) / f"{mutant.name}.ipynb"))
+            nbformat.write(apply(reference, mutant), paths[-1])
+        outcomes = grade_all(paths, jobs, limits, {exercise.id: exercise}, exercise.id)
+    entries = []
+    for mutant, outcome in zip(mutants, outcomes, strict=True):
+        if outcome.report is None:
+            raise ExerciseError(f"{exercise.id}: mutant {mutant.name}: {outcome.error}")
+        fails = pattern(outcome.report.tests)
+        if not fails:
+            raise ExerciseError(f"{exercise.id}: mutant {mutant.name} passes every test")
+        entries.append((mutant.name, mutant.hint, fails))
+    path = exercise.folder / HINTS_FILE
+    path.write_text(hints_document(entries), encoding="utf-8")
+    _read.cache_clear()
+    return path
