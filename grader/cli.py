@@ -448,6 +448,8 @@ def _grade_batch(args: argparse.Namespace, limits: Limits, notebooks: list[str])
         from grader.outputs import slugs
 
         names = slugs(outcomes)
+        if args.candidate_report:
+            Path(args.candidate_report).mkdir(exist_ok=True)  # its parent was checked
         for outcome in outcomes:
             if outcome.report is None:
                 continue

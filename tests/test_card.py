@@ -221,3 +221,12 @@ def test_the_build_check_sees_the_hints_match_the_corpora():
         capture_output=True, text=True, cwd=ROOT, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
+
+
+def test_a_batch_writes_one_candidate_report_per_notebook(tmp_path):
+    for name in ("alice", "bob"):
+        nbformat.write(_solution("mha_module"), tmp_path / f"{name}.ipynb")
+    done = _grade("alice.ipynb", "bob.ipynb", "-j", "2", "--format", "html", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    written = sorted(p.name for p in (tmp_path / "candidate-reports").iterdir())
+    assert written == ["alice.html", "bob.html"]
