@@ -26,6 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from grader.exercise import Exercise
+from grader.limits import Limits
 from grader.notebook import Notebook, defined_names
 from grader.outcomes import UNDEFINED_NAME, Status
 from grader.results import BLOCKED, CellError, CheckResult, RootCause
@@ -179,7 +180,7 @@ def stale_hints(exercise: Exercise) -> list[str]:
     return lines
 
 
-def write_hints(exercise: Exercise, solution: Path, jobs: int, limits: object) -> Path:
+def write_hints(exercise: Exercise, solution: Path, jobs: int, limits: Limits) -> Path:
     """Grade every mutant of the exercise's corpus (made from `solution`) and write its
     ``hints.json``: each mutant's failure pattern with its hint.
 
@@ -193,9 +194,8 @@ def write_hints(exercise: Exercise, solution: Path, jobs: int, limits: object) -
     from grader.batch import grade_all
     from grader.corpus import apply, load_corpus
     from grader.errors import ExerciseError
-    from grader.limits import Limits
 
-    assert exercise.folder is not None and isinstance(limits, Limits)
+    assert exercise.folder is not None
     mutants = load_corpus(exercise).mutants
     reference = nbformat.read(solution, as_version=4)
     with tempfile.TemporaryDirectory(prefix="grade-hints-") as folder:

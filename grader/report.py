@@ -76,7 +76,7 @@ def render(report: GradeReport, console: Console) -> None:
         table.add_column("test", overflow="fold", ratio=2)
         table.add_column("why", overflow="fold", ratio=3)
         for row in rows:
-            test = _literal(row.title + (" (public)" if row.public else ""))
+            test = _literal(row.title)
             if row.detail:
                 test.append("\n" + printable(row.detail), style="dim")
             why = Text(row.verdict, style=_STYLE.get(row.status, ""))
@@ -84,7 +84,7 @@ def render(report: GradeReport, console: Console) -> None:
                 why.append(f": {printable(row.message)}")
             table.add_row(row.levels, test, why)
         parts.append(table)
-        if any(row.public or row.some_public for row in rows):
+        if any(row.public for row in rows):
             parts.append(Text(f"(public): {PUBLIC}", style="dim"))
     if report.cell_errors:
         cells = Table(
@@ -196,14 +196,13 @@ class Row:
     """One row of "What did not pass": one test, or every test that failed the same way."""
 
     levels: str  # "3", or "1-8" for a group
-    title: str  # the test's id, or "15 tests: a, b, c +12 more"
-    detail: str  # the test's description (one test), or "" (a group)
+    title: str  # "attention_shapes (public)", or "15 tests" / "15 tests need X" (a group)
+    detail: str  # the test's description, or the group's first names ("a, b, c +12 more")
     status: str
     verdict: str  # CheckResult.verdict
     message: str  # without the verdict repeated
-    public: bool  # one test, public
+    public: int  # how many of its tests are public
     tests: tuple[str, ...]
-    some_public: bool = False  # a group with public tests among them
 
 
 _NAMES_SHOWN = 3
@@ -222,9 +221,10 @@ def failure_rows(report: GradeReport) -> list[Row]:
     for (verdict, message), tests in groups.items():
         first = tests[0]
         if len(tests) == 1:
+            title = first.id + ("" if first.hidden else " (public)")
             rows.append(
-                Row(str(first.level), first.id, first.description, first.status, verdict,
-                    _why(first)[1], not first.hidden, (first.id,), False)
+                Row(str(first.level), title, first.description, first.status, verdict,
+                    _why(first)[1], int(not first.hidden), (first.id,))
             )  # fmt: skip
             continue
         low, high = min(t.level for t in tests), max(t.level for t in tests)
@@ -242,7 +242,7 @@ def failure_rows(report: GradeReport) -> list[Row]:
             title, message = f"{len(tests)} tests need {message}", ""
         rows.append(
             Row(str(low) if low == high else f"{low}-{high}", title, detail, first.status,
-                verdict, message, False, tuple(names), public > 0)
+                verdict, message, public, tuple(names))
         )  # fmt: skip
     return rows
 
@@ -473,13 +473,13 @@ def to_markdown(report: GradeReport) -> str:
         "What did not pass", ["level", "test", "why"], "rll",
         [
             [row.levels,
-             md(row.title + (" (public)" if row.public else ""))
+             md(row.title)
              + (f"<br>*{md(row.detail)}*" if row.detail else ""),
              ": ".join(md(part) for part in (row.verdict, row.message) if part)]
             for row in rows
         ],
     )  # fmt: skip
-    if any(row.public or row.some_public for row in rows):
+    if any(row.public for row in rows):
         lines += [f"*(public): {md(PUBLIC)}*", ""]
     lines += _table(
         "The notebook's own cells", ["cell", "line", "what", "message"], "rrll",
@@ -501,12 +501,15 @@ def to_markdown(report: GradeReport) -> str:
     return "\n".join(lines)
 
 
-def to_html(report: GradeReport) -> str:
+def to_html(report: GradeReport, template: str | None = None) -> str:
     """The report card as a standalone HTML page (rich's export: every character of
-    candidate text escaped, styles inline)."""
+    candidate text escaped, styles inline), in rich's default page or `template` (rich's
+    `code_format`)."""
     console = Console(record=True, width=100, file=io.StringIO())
     render(report, console)
-    return console.export_html(inline_styles=True)
+    if template is None:
+        return console.export_html(inline_styles=True)
+    return console.export_html(inline_styles=True, code_format=template)
 
 
 def for_candidate(report: GradeReport, reveal: int) -> GradeReport:

@@ -134,7 +134,7 @@ def test_identical_failures_collapse_into_one_row_with_a_count():
     report = _report(tests)
     rows = failure_rows(report)
     assert [r.title for r in rows] == [
-        "15 tests need MultiHeadAttention._apply_masks", "p",
+        "15 tests need MultiHeadAttention._apply_masks", "p (public)",
     ]  # fmt: skip
     card = _card(report)
     assert "15 tests need MultiHeadAttention._apply_masks" in card

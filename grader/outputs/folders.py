@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import html
-import io
 import json
 import re
 import unicodedata
@@ -22,12 +21,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import quote
 
-from rich.console import Console
-
 from grader.outputs.documents import notebook_of, sort_outcomes
 from grader.outputs.executed import executed_notebook
 from grader.records import VOIDING
-from grader.report import encodable_data, render, to_gradescope
+from grader.report import encodable_data, to_gradescope, to_html
 from grader.results import GradeReport, Outcome
 from grader.text import encodable, printable
 
@@ -182,11 +179,9 @@ def report_page(outcome: Outcome, slug: str, with_notebook: bool) -> str:
             f"<p>(exit code {outcome.exit_code}{fault})</p>"
         )
         return _PAGE.format(title=f"Could not grade {name}", body=body)
-    console = Console(record=True, width=100, file=io.StringIO())
-    render(outcome.report, console)
     # rich's template is a format string: a name's braces must reach it doubled.
     template = _CARD.replace("{title}", _braced(name)).replace("{links}", _braced(links))
-    return console.export_html(inline_styles=True, code_format=template)
+    return to_html(outcome.report, template)
 
 
 def _braced(text: str) -> str:
