@@ -1,14 +1,17 @@
-"""Wall time, CPU time and peak memory of `grade NOTEBOOK` against `jupyter execute NOTEBOOK`,
-both from the same environment, and the time of `grade list`.
+"""Wall time, CPU time and peak memory of `grade NOTEBOOK` (sandboxed, the default where
+bubblewrap works) against `jupyter execute NOTEBOOK`, both from the same environment; what
+the sandbox costs (`grade --no-sandbox` in the same rounds); and the time of `grade list`.
 
-For each notebook the two commands run in pairs, alternating which goes first, REPEAT times
+For each notebook the three commands run in rounds, rotating which goes first, REPEAT times
 (after one warm-up of each), each in a fresh process. The table shows medians: wall and
 CPU (user + system of the command and every process it started, the kernel included:
 counted in a cgroup of its own where one can be made, else with getrusage, which misses
 a kernel in bubblewrap's PID namespace),
 their ratios (grade / jupyter), the grader's own overhead (the median of the paired
-differences of wall time: what grading adds to running the notebook), and peak memory
-(the largest resident set among the command's processes).
+differences of wall time: what grading adds to running the notebook), the sandbox's cost
+(the median of the paired differences of wall time between `grade` and `grade
+--no-sandbox`, and its share of `grade`'s wall time), and peak memory (the largest resident
+set among the command's processes).
 
     .venv/bin/python benchmarks/bench_grade.py [NOTEBOOK ...] [--repeat 5] [--bin DIR] [--json PATH]
 
@@ -98,14 +101,15 @@ def bench(notebook: Path, repeat: int, bin_dir: Path) -> dict:
         shutil.copy(notebook, copy)
         commands = {
             "grade": [str(bin_dir / "grade"), str(notebook), "--json"],
+            "unsandboxed": [str(bin_dir / "grade"), str(notebook), "--json", "--no-sandbox"],
             "jupyter": [str(bin_dir / "jupyter"), "execute", "--allow-errors", str(copy)],
         }
         for command in commands.values():
             measure(command)  # warm-up: page cache, bytecode
         runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in commands}
+        names = list(commands)
         for i in range(repeat):
-            order = list(commands) if i % 2 == 0 else list(reversed(commands))
-            for name in order:
+            for name in names[i % len(names) :] + names[: i % len(names)]:
                 runs[name].append(measure(commands[name]))
     row: dict = {"notebook": _name(notebook), "repeat": repeat}
     for name, samples in runs.items():
@@ -121,6 +125,9 @@ def bench(notebook: Path, repeat: int, bin_dir: Path) -> dict:
     row["cpu_ratio"] = round(g["cpu_s"] / j["cpu_s"], 2)
     pairs = zip(runs["grade"], runs["jupyter"], strict=True)
     row["overhead_s"] = round(statistics.median(a[0] - b[0] for a, b in pairs), 3)
+    pairs = zip(runs["grade"], runs["unsandboxed"], strict=True)
+    row["sandbox_s"] = round(statistics.median(a[0] - b[0] for a, b in pairs), 3)
+    row["sandbox_share"] = round(row["sandbox_s"] / g["wall_s"], 3)
     return row
 
 
@@ -163,7 +170,8 @@ def main() -> None:
     print(f"environment: {bin_dir.parent}; CPU counted in {counted}")
     print(
         f"{'notebook':32} {'grade s':>8} {'jupyter s':>9} {'wall x':>7} {'grade cpu':>9} "
-        f"{'jupyter cpu':>11} {'cpu x':>6} {'overhead s':>10} {'grade MiB':>9} {'jupyter MiB':>11}"
+        f"{'jupyter cpu':>11} {'cpu x':>6} {'overhead s':>10} {'sandbox s':>9} {'share':>6} "
+        f"{'grade MiB':>9} {'jupyter MiB':>11}"
     )
     rows = []
     for notebook in notebooks:
@@ -173,8 +181,8 @@ def main() -> None:
         print(
             f"{row['notebook']:32} {g['wall_s']:>8.2f} {j['wall_s']:>9.2f} "
             f"{row['wall_ratio']:>7.2f} {g['cpu_s']:>9.2f} {j['cpu_s']:>11.2f} "
-            f"{row['cpu_ratio']:>6.2f} {row['overhead_s']:>10.2f} {g['peak_mib']:>9.0f} "
-            f"{j['peak_mib']:>11.0f}"
+            f"{row['cpu_ratio']:>6.2f} {row['overhead_s']:>10.2f} {row['sandbox_s']:>9.2f} "
+            f"{row['sandbox_share']:>6.1%} {g['peak_mib']:>9.0f} {j['peak_mib']:>11.0f}"
         )
     listing = bench_list(args.repeat, bin_dir)
     print(f"grade list: {listing['wall_s']:.2f} s wall, {listing['cpu_s']:.2f} s CPU (median)")

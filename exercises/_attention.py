@@ -36,6 +36,8 @@ ATTENTION = Watch(
     functions=(SDPA, MHA_FORWARD),
     ops=("scaled_dot_product", NATIVE_MHA),
     dispatch=(SDPA,),
+    # every aten op that computes attention or part of it, composite and private ones
+    dispatch_pattern=r"attention|multi_head|transformer_encoder|sdp_|masked_softmax",
     instrument=(f"torch.nn.functional:{MHA_FORWARD}", "torch.nn:MultiheadAttention.forward"),
     modules=frozenset({"torch.nn.modules.activation.MultiheadAttention"}),
     # private torch names that compute attention, or part of it
@@ -308,6 +310,19 @@ class Profile:
         module = A.build(kernel)
         target, args, kwargs = A.request(module, A.inputs(cross=False), None)
         return target, tuple(args), dict(kwargs)
+
+    def check(self, kernel: Any, t: int) -> None:
+        """Before its speed is compared: the candidate's output at length `t` is the
+        reference's (float64, as the parity level checks it), so a forward that returns
+        at once without computing attention is not timed.
+
+        Raises:
+            Failed: the output (or weights) differ from nn.MultiheadAttention's.
+        """
+        from grader.exercises import _shared
+
+        A = self.sized(t)
+        _shared.parity(kernel, A, cross=False)
 
     def baseline(self, t: int, device: str) -> Callable[[], Any]:
         """nn.MultiheadAttention on `device` (eval mode, float32) and the same inputs."""

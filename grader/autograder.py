@@ -253,3 +253,135 @@ def _tree(folder: Path, prefix: str) -> Iterator[Entry]:
             if not _SKIPPED.match(name):
                 relative = (here / name).relative_to(folder).as_posix()
                 yield Entry(f"{prefix}/{relative}", (here / name).read_bytes())
+
+
+# -- on Gradescope: grading one submission ---------------------------------------------------
+
+KERNEL_USER = "grader-kernel"  # made by setup.sh; the candidate's code runs as this user
+_LEFTOVERS = (".ipynb_checkpoints", "__MACOSX")
+
+
+def uploaded_notebooks(submission: Path) -> list[str]:
+    """Every uploaded notebook, relative to `submission`, in byte order; editor and macOS
+    leftovers (.ipynb_checkpoints/, __MACOSX/, ._*) and symbolic links left out."""
+    found = []
+    for parent, dirs, files in os.walk(submission):
+        dirs[:] = [d for d in dirs if d not in _LEFTOVERS and not os.path.islink(Path(parent, d))]
+        for name in files:
+            path = Path(parent, name)
+            if name.endswith(".ipynb") and not name.startswith("._") and not path.is_symlink():
+                found.append(path.relative_to(submission).as_posix())
+    return sorted(found, key=lambda p: p.encode("utf-8", "surrogateescape"))
+
+
+def chosen_notebook(notebooks: list[str], exercise: str) -> tuple[str | None, str]:
+    """(the notebook to grade, "") or (None, why none can be)."""
+    named = [n for n in notebooks if n.rsplit("/", 1)[-1] == f"{exercise}.ipynb"]
+    if len(named) == 1:
+        return named[0], ""
+    if named:
+        return None, (
+            f"Several notebooks named {exercise}.ipynb uploaded: {', '.join(named)}; "
+            "upload only one."
+        )
+    if len(notebooks) == 1:
+        return notebooks[0], ""
+    if not notebooks:
+        return None, f"No notebook uploaded: upload {exercise}.ipynb."
+    return None, (
+        f"Several notebooks uploaded: {', '.join(notebooks)}; upload only {exercise}.ipynb."
+    )
+
+
+def write_zero(results: Path, reason: str, exercise: str) -> None:
+    """A zero score whose output is `reason` (the student sees it)."""
+    from grader.text import printable
+
+    document = {
+        "score": 0,
+        "output": printable(reason),
+        "tests": [],
+        "extra_data": {"exercise": exercise},
+    }
+    results.write_text(json.dumps(document), encoding="utf-8")
+
+
+def run_submission(argv: list[str]) -> int:
+    """What `run_autograder` hands over to at once (`python -I -m grader.autograder run
+    EXERCISE [EXERCISES_DIR]`): grade the uploaded notebook with `grade` and always leave
+    results/results.json, grade's or a zero whose output says why. Environment:
+    AUTOGRADER_ROOT (default /autograder), GRADE (default /opt/grader/bin/grade).
+
+    Run as root (as Gradescope does), it first closes the autograder's own files to the
+    candidate: the kernel runs as `grader-kernel` (`--kernel-user`), source/ is readable
+    by root only, results/ and the scripts writable by root only."""
+    import subprocess
+    import sys
+
+    exercise, extra = argv[0], (argv[1] if len(argv) > 1 else "")
+    root = Path(os.environ.get("AUTOGRADER_ROOT") or "/autograder")
+    grade = os.environ.get("GRADE") or "/opt/grader/bin/grade"
+    results = root / "results" / "results.json"
+    (root / "results").mkdir(parents=True, exist_ok=True)
+    results.unlink(missing_ok=True)
+
+    def zero(reason: str) -> int:
+        print(f"run_autograder: {reason}", file=sys.stderr)
+        write_zero(results, reason, exercise)
+        return 0
+
+    if not os.access(grade, os.X_OK):
+        return zero(f"The autograder is not installed ({grade} is missing); ask your instructor.")
+    submission = root / "submission"
+    notebook, why = chosen_notebook(
+        uploaded_notebooks(submission) if submission.is_dir() else [], exercise
+    )
+    if notebook is None:
+        return zero(why)
+    flags = ["--exercise", exercise, "--gradescope", str(results)]
+    if extra:
+        flags += ["--exercises", str(root / "source" / extra)]
+    flags += _protect(root)
+    done = subprocess.run(
+        [grade, *flags, str(submission / notebook)],
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+    )
+    sys.stderr.write(done.stderr)
+    # 0: full marks, 1: points lost; anything else (2: could not grade, 3: the grader's
+    # own failure, 128+N: stopped) leaves no results: a zero with the last line grade printed.
+    if done.returncode in (0, 1) and results.is_file() and results.stat().st_size:
+        return 0
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    reason = lines[-1].replace(f"{submission}/", "") if lines else ""
+    return zero(reason or f"grade exited with status {done.returncode} and wrote no results")
+
+
+def _protect(root: Path) -> list[str]:
+    """As root, with the kernel's user present: the autograder's source readable by root
+    only, results/ and the scripts writable by root only, and the kernel run as that
+    user. Returns grade's flags for it (none otherwise)."""
+    import pwd
+
+    user = os.environ.get("GRADER_KERNEL_USER") or KERNEL_USER
+    if os.geteuid() != 0:
+        return []
+    try:
+        pwd.getpwnam(user)
+    except KeyError:
+        return []
+    for folder, mode in ((root / "source", 0o700), (root / "results", 0o755), (root, 0o755)):
+        if folder.is_dir():
+            os.chown(folder, 0, 0)
+            os.chmod(folder, mode)
+    return ["--kernel-user", user]
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:2] != ["run"] or len(sys.argv) < 3:
+        sys.exit("usage: python -I -m grader.autograder run EXERCISE [EXERCISES_DIR]")
+    sys.exit(run_submission(sys.argv[2:]))

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, NoReturn
 from rich.console import Console
 
 from grader.errors import ExitCode, GraderBug, GraderError, UsageError
-from grader.limits import Limits
+from grader.limits import MIN_MEMORY_BYTES, Limits
 from grader.signals import Stopped
 
 if TYPE_CHECKING:
@@ -42,6 +42,19 @@ def parse_size(text: str) -> int | None:
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (try 8G or 512M)")
     size = int(float(match.group(1)) * _UNITS[match.group(2).lower()])
     return size or None
+
+
+def memory_limit(text: str) -> int | None:
+    """`--memory-limit`: a size no smaller than a kernel needs (`MIN_MEMORY_BYTES`: the cap
+    is the kernel's address space, and importing torch maps about 1.5 GiB of it)."""
+    size = parse_size(text)
+    if size is not None and size < MIN_MEMORY_BYTES:
+        raise argparse.ArgumentTypeError(
+            f"{text}: a kernel with torch needs at least {format_size(MIN_MEMORY_BYTES)} of "
+            f"address space (the cap covers what torch's libraries map, not only what the "
+            f"notebook allocates); use {format_size(MIN_MEMORY_BYTES)} or more, or none"
+        )
+    return size
 
 
 def format_size(size: int | None) -> str:
@@ -155,8 +168,8 @@ def grading_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--profile",
         action="store_true",
-        help="after the tests, time the candidate's forward pass and measure its peak "
-        "memory against torch's attention at T = 128..2048 (never scored)",
+        help="after the tests, time the candidate's code and measure its peak memory "
+        "against the torch baseline the exercise names, over growing sizes (never scored)",
     )
     p.add_argument(
         "--profile-plot",
@@ -200,10 +213,11 @@ def grading_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--memory-limit",
-        type=parse_size,
+        type=memory_limit,
         default=d.memory_bytes,
         metavar="SIZE",
-        help="kernel memory cap, e.g. 8G or 512M; none or 0: no cap "
+        help="cap on each kernel process's address space, e.g. 8G or 4G (at least "
+        f"{format_size(MIN_MEMORY_BYTES)}: torch maps about 1.5G of it); none or 0: no cap "
         f"(default {format_size(d.memory_bytes)})",
     )
     p.add_argument(
@@ -216,8 +230,18 @@ def grading_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--sandbox",
-        action="store_true",
-        help="run the kernel under bubblewrap: no network, read-only system, own PID namespace",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run the kernel under bubblewrap: it sees only the interpreter and its libraries "
+        "(read-only) and its own scratch folder, with no network and no privileges; "
+        "default: on wherever bubblewrap works (--no-sandbox: off; --sandbox: required)",
+    )
+    p.add_argument(
+        "--kernel-user",
+        metavar="USER",
+        help="when grade runs as root, run each kernel as USER (no supplementary groups), "
+        "so the candidate's code cannot read or write what only root may; the Gradescope "
+        "autograder uses grader-kernel, which its setup.sh creates",
     )
     p.add_argument("--version", action="version", version=_version())
     return p
@@ -304,7 +328,7 @@ def _grade(argv: list[str]) -> int:
     # (Jupyter, torch) is imported.
     args = grading_parser().parse_args(argv)
     from grader.batch import collect, parse_shard, take_shard
-    from grader.kernel.sandbox import INSTALL_HINT, bwrap_path
+    from grader.kernel.sandbox import INSTALL_HINT, available, bwrap_path
 
     shard = parse_shard(args.shard) if args.shard else None
     single = len(args.paths) == 1 and not Path(args.paths[0]).is_dir() and shard is None
@@ -321,6 +345,11 @@ def _grade(argv: list[str]) -> int:
     if args.sandbox and bwrap_path() is None:
         raise UsageError(
             f"--sandbox needs bubblewrap (bwrap), which is not installed: {INSTALL_HINT}"
+        )
+    if args.sandbox and not available():
+        raise UsageError(
+            "--sandbox: bubblewrap cannot make a sandbox here (no user namespaces, or mounts "
+            "are forbidden); grade with --no-sandbox, or on a machine where bwrap works"
         )
     if args.profile_plot and not single:
         raise UsageError("--profile-plot plots one notebook's profile: give one notebook")
@@ -369,6 +398,8 @@ def _grade(argv: list[str]) -> int:
         sandbox=args.sandbox,
         device=args.device,
         profile=args.profile or bool(args.profile_plot),
+        reveal=args.reveal,
+        kernel_user=args.kernel_user,
     )
     if single:
         return _grade_single(args, limits, notebook)

@@ -57,6 +57,10 @@ class Watch:
     - `functions`: torch function names a TorchFunctionMode records on the test's thread.
     - `ops`: fragments of aten op names a TorchDispatchMode records on the test's thread.
     - `dispatch`: aten ops for which the guard registers a recording kernel (any thread).
+    - `dispatch_pattern`: a regular expression; every registered aten op whose name
+      matches it is watched like `dispatch` (the private and composite ops behind a
+      public one, derived from what torch registered rather than from names candidates
+      type).
     - `instrument`: Python functions, as ``module:qualified.name``, whose code the guard
       replaces in place so every reference to them records its calls (any thread).
     - `modules`: qualified names of module types a candidate's module must not hold.
@@ -68,6 +72,7 @@ class Watch:
     functions: tuple[str, ...] = ()
     ops: tuple[str, ...] = ()
     dispatch: tuple[str, ...] = ()
+    dispatch_pattern: str = ""
     instrument: tuple[str, ...] = ()
     modules: frozenset[str] = frozenset()
     private: str = ""
@@ -79,6 +84,7 @@ class Watch:
             "functions": list(self.functions),
             "ops": list(self.ops),
             "dispatch": list(self.dispatch),
+            "dispatch_pattern": self.dispatch_pattern,
             "instrument": list(self.instrument),
             "setup": self.setup,
         }

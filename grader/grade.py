@@ -21,10 +21,11 @@ from grader.exercise import (
     use_exercises,
 )
 from grader.kernel import CellRun, Session
+from grader.kernel.launch import sandboxed
 from grader.limits import Limits
 from grader.notebook import Notebook, read_notebook
 from grader.outcomes import Status
-from grader.records import VOIDING, Finding
+from grader.records import Finding
 from grader.results import CellError, CutOutput, GradeReport, headlines, summarise, void
 
 _START = 200  # characters of a cut cell's output kept in the report
@@ -99,15 +100,51 @@ def grade_in_session(
         checks.set_device(limits.device)  # the suite compares at the device's tolerances
         tests = _run_suite(chosen, session, limits, session.deadline)
         cells, restarts = session.cells, session.restarts
+        session.end_tests()
         profile = _run_profile(chosen, session, limits) if limits.profile else None
     finally:
         session.close()
     duration = time.monotonic() - started
     report = build_report(
         chosen, notebook, tests, cells, restarts, duration, session.findings,
-        profile=profile, device=limits.device,
+        profile=profile, device=limits.device, sandboxed=sandboxed(limits),
     )  # fmt: skip
     return report, cells
+
+
+def with_source_notes(
+    exercise: Exercise, notebook: Notebook, findings: list[Finding]
+) -> list[Finding]:
+    """The guard's findings, then what the source scan notes (machinery, magics, shell
+    commands: never a penalty) where the guard recorded nothing at that cell and line."""
+    from grader.scan import scan_cells
+
+    cells = notebook.code_cells
+    if not cells:
+        return findings
+    try:
+        notes = scan_cells([s for _, s in cells], exercise.forbidden, exercise.watch.private).notes
+    except RecursionError:  # a pathological source: the from-scratch check says so
+        return findings
+    placed = {(f.cell, f.line) for f in findings if f.cell is not None}
+    first: dict[str, Finding] = {}  # one row a message: its first place
+    more: dict[str, int] = {}  # and how many more places
+    for note in notes:
+        cell = cells[note.cell - 1][0] + 1
+        if (cell, note.line) in placed:
+            continue
+        placed.add((cell, note.line))
+        if note.message in first:
+            more[note.message] = more.get(note.message, 0) + 1
+        else:
+            first[note.message] = Finding("note", note.message, cell, note.line)
+    for message, finding in first.items():
+        count = more.get(message, 0)
+        if count:
+            text = f"{message} (+{count} more place{'s' if count > 1 else ''})"
+            finding = Finding("note", text, finding.cell, finding.line)
+        findings.append(finding)
+    return findings
 
 
 @contextlib.contextmanager
@@ -151,12 +188,13 @@ def build_report(
     findings: Sequence[Finding] = (),
     profile: dict[str, Any] | None = None,
     device: str = "cpu",
+    sandboxed: bool = False,
 ) -> GradeReport:
     """Score the results (pure: no kernel). Findings that void the grading zero it."""
     from grader.diagnosis import as_in_the_cell, hints, root_cause
 
-    findings = list(findings)
-    voided = any(f.kind in VOIDING for f in findings)
+    findings = with_source_notes(exercise, notebook, list(findings))
+    voided = any(f.voids for f in findings)
     tests = void(tests, findings)
     levels, reached = summarise(exercise.levels, tests)
     errors = as_in_the_cell(notebook, [_cell_error(c) for c in cells if c.status != Status.PASSED])
@@ -194,6 +232,7 @@ def build_report(
         python_version=platform.python_version(),
         suite_hash=suite_hash(exercise),
         device=device,
+        sandboxed=sandboxed,
         profile=profile,
         root_cause=cause,
         hints=hints(exercise, tests, voided),

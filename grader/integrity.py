@@ -25,14 +25,15 @@ def require_clean_source(
     watch: Watch | None = None,
     numbers: list[int] | None = None,
 ) -> None:
-    """A check's verdict: nothing in the source that `grader.scan.scan` reports. `numbers`:
-    each source's cell number in the notebook (`Kernel.cell_numbers`), for the message.
+    """A check's verdict: the graded code names none of the built-ins (`ScanResult.builtins`:
+    machinery and magics are notes on the card, not a failure). `numbers`: each source's
+    cell number in the notebook (`Kernel.cell_numbers`), for the message.
 
     Raises:
         Failed: naming the first finding (and how many more there are).
     """
     watch = watch or Watch()
-    findings = scan_cells(sources, forbidden, watch.private).findings
+    findings = scan_cells(sources, forbidden, watch.private).builtins
     if findings:
         first = findings[0]
         cell = numbers[first.cell - 1] if numbers else first.cell
@@ -45,8 +46,9 @@ def require_clean_source(
 
 
 def require_nothing_seen(seen: set[str]) -> None:
-    """A check's verdict: the guard saw no watched built-in called during the hidden tests,
-    and none of the machinery an evasion needs (see `Kernel.seen`).
+    """A check's verdict: the guard saw no evidence (see `Kernel.seen`): no watched built-in
+    called during the hidden tests, no other process working for the graded calls, none of
+    the machinery that can switch the watch off.
 
     Raises:
         Failed: naming everything seen.

@@ -9,6 +9,9 @@ KiB = 1024
 MiB = 1024**2
 GiB = 1024**3
 NO_LIMIT = 1 << 62  # an output budget no kernel reaches
+# The smallest --memory-limit: the cap is the kernel's address space, and a kernel that
+# has imported torch maps about 1.5 GiB of it before the notebook allocates anything.
+MIN_MEMORY_BYTES = 2 * GiB
 
 
 @dataclass(frozen=True)
@@ -24,9 +27,17 @@ class Limits:
     cell_output_bytes: int | None = 64 * KiB
     total_output_bytes: int | None = 16 * 64 * KiB
     max_timeouts: int = 3
-    sandbox: bool = False
+    sandbox: bool | None = None  # None: sandboxed wherever bubblewrap works (see sandbox)
     device: str = "cpu"  # where the candidate's module and inputs live during calls
     profile: bool = False  # time and measure the forward pass after the suite (`--profile`)
+    # `--reveal N`: the levels the candidate's report shows in full. Every test the
+    # candidate may see (public ones, and those levels) runs before any hidden one, so no
+    # message on the candidate's card can carry what a hidden test sent.
+    reveal: int | None = None
+    # `--kernel-user USER`: when the grader runs as root, the kernel runs as this user
+    # (the Gradescope autograder's `grader-kernel`), which cannot read the autograder's
+    # source nor write its scripts or results.
+    kernel_user: str | None = None
 
     @property
     def output_budget(self) -> tuple[int, int]:

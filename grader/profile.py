@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 from xml.sax.saxutils import escape
 
-from grader.outcomes import CallTimeout, CandidateOutcome, KernelCrashed
+from grader.outcomes import CallTimeout, CandidateOutcome, Failed, KernelCrashed
 from grader.text import printable, xml_safe
 
 if TYPE_CHECKING:
@@ -152,6 +152,8 @@ def _rows(
             row["error"] = stop
         else:
             try:
+                if length in checked_lengths(data["lengths"]) and hasattr(spec, "check"):
+                    spec.check(kernel, length)
                 target, args, kwargs = spec.candidate(kernel, length)
                 got = kernel.profile(
                     target, args, kwargs, repeat=REPEAT, warmup=WARMUP, budget=BUDGET_S,
@@ -165,16 +167,23 @@ def _rows(
             except KernelCrashed:
                 row["error"] = "the kernel died (memory?)"
                 stop = f"not run: the kernel died at T={length}"
+            except Failed as failed:  # the output is wrong: its speed means nothing
+                row["error"] = f"not timed: wrong output at T={length}: {failed.message()}"
+                stop = f"not timed: wrong output at T={length}"
             except CandidateOutcome as outcome:
                 row["error"] = outcome.message()
             else:
-                data["threads"] = data["threads"] or got["threads"]
                 row["candidate_ms"] = _ms(_median(got["times"]))
                 row["candidate_peak_bytes"] = got["peak_bytes"]
                 row["candidate_runs"] = len(got["times"])
-        threads = data["threads"] or 1
+                if not row["candidate_ms"]:
+                    row["candidate_ms"] = None
+                    row["error"] = "ran in no measurable time: not compared"
+        # torch's baseline with the grader's own thread count: the notebook's setting
+        # (torch.set_num_threads(64) in a cell) says nothing about this machine
+        data["threads"] = _grader_threads()
         try:
-            with _torch_threads(threads):
+            with _torch_threads(data["threads"]):
                 ours = measure_call(
                     spec.baseline(length, limits.device), repeat=REPEAT, warmup=WARMUP,
                     budget=BUDGET_S, device=limits.device,
@@ -204,6 +213,29 @@ def _row(length: int) -> dict[str, Any]:
         "error": None,
         "torch_error": None,
     }
+
+
+# The longest length whose output is checked: its float64 weights, [B, H, T, T], must
+# cross the call channel (64 MiB of tensors) with room to spare.
+CHECKED_UP_TO = 1024
+
+
+def checked_lengths(lengths: Sequence[int]) -> set[int]:
+    """The lengths whose output is checked before it is timed: the shortest, and the
+    longest up to CHECKED_UP_TO (checking every length would double the profile's time;
+    these catch a forward that only computes attention at the sizes the tests use)."""
+    within = [t for t in lengths if t <= CHECKED_UP_TO]
+    return {min(lengths), max(within)} if within else set(lengths[:1])
+
+
+def _grader_threads() -> int:
+    """torch's thread count for this machine, as a fresh process would choose it."""
+    import os
+
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 @contextlib.contextmanager
@@ -313,6 +345,8 @@ def summary(data: dict[str, Any]) -> list[str]:
 
 
 def _speed(ratio: float) -> str:
+    if ratio <= 0:
+        return "too fast to time against torch"
     if ratio >= 1.05:
         return f"{ratio:.1f}x slower than torch"
     if ratio <= 1 / 1.05:

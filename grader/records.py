@@ -11,10 +11,15 @@ import json
 from dataclasses import dataclass
 from typing import Literal
 
-Kind = Literal["hidden", "builtin", "machinery", "environment", "tamper"]
-KINDS: tuple[str, ...] = ("hidden", "builtin", "machinery", "environment", "tamper")
+Kind = Literal["hidden", "builtin", "machinery", "environment", "tamper", "note"]
+KINDS: tuple[str, ...] = ("hidden", "builtin", "machinery", "environment", "tamper", "note")
 # Findings that void the grading: the candidate reached for the grader itself.
 VOIDING: tuple[str, ...] = ("hidden", "tamper")
+# Evidence against the from-scratch level: what the graded calls did (a watched built-in
+# ran, another process worked for them) or what can switch the watch off. Everything else
+# a notebook does (a shell command, a program or thread it starts, a magic) is a `note`:
+# shown on the card, no points taken.
+EVIDENCE: tuple[str, ...] = ("builtin", "machinery")
 _MAX_LINE = 4096
 # Findings kept of each kind: a notebook may make the guard record without end.
 _MAX_PER_KIND = 50
@@ -28,6 +33,16 @@ class Finding:
     message: str
     cell: int | None = None
     line: int | None = None
+
+    @property
+    def voids(self) -> bool:
+        """The candidate reached for the grader itself: no credit."""
+        return self.kind in VOIDING
+
+    @property
+    def is_evidence(self) -> bool:
+        """It fails the from-scratch level (see EVIDENCE)."""
+        return self.kind in EVIDENCE
 
     def to_dict(self) -> dict[str, object]:
         return {"kind": self.kind, "message": self.message, "cell": self.cell, "line": self.line}
@@ -58,6 +73,10 @@ class RecordReader:
         self._known: set[Finding] = set()
         self._dropped: dict[str, int] = {}
         self.pids: list[int] = []
+        # Whether the hidden tests are running: the session says so, from outside the
+        # kernel. A built-in sighting that arrives otherwise is the notebook's own cells
+        # (a self-check against the built-in): not the graded calls, not recorded.
+        self.testing = False
 
     def feed(self, data: bytes) -> None:
         """Take bytes read from the pipe."""
@@ -82,6 +101,8 @@ class RecordReader:
             return
         if kind not in KINDS:
             self.add(Finding("tamper", "unreadable data on the grader's record channel"))
+            return
+        if kind == "builtin" and not self.testing:
             return
         file, line = str(record.get("f") or ""), record.get("l")
         cell = self._names.get(file.rsplit("/", 1)[-1]) if file else None
@@ -113,3 +134,8 @@ class RecordReader:
     def seen(self) -> set[str]:
         """Names of the built-ins the guard saw called during hidden tests."""
         return {f.message for f in self.findings if f.kind == "builtin"}
+
+    @property
+    def evidence(self) -> set[str]:
+        """What fails the from-scratch level: built-ins seen, and machinery."""
+        return {f.message for f in self.findings if f.is_evidence}

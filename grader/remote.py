@@ -75,11 +75,12 @@ class Kernel:
 
     @property
     def seen(self) -> set[str]:
-        """Watched torch built-ins the candidate's code has called during hidden tests so
-        far, and the machinery an evasion needs that the guard saw (threads started during
-        a test, gc walks, ctypes, tracing)."""
-        machinery = {f.message for f in self.session.findings if f.kind == "machinery"}
-        return set(self.session.seen) | machinery
+        """The evidence against the from-scratch level so far (`records.EVIDENCE`): watched
+        built-ins the graded calls ran, programs that worked while they ran, and the
+        machinery that can switch the watch off (gc walks, ctypes, tracing). Notes (a
+        shell command, a thread, a program that sat idle) are not in it."""
+        evidence = {f.message for f in self.session.findings if f.is_evidence}
+        return set(self.session.seen) | evidence
 
     def get(self, name: str) -> Remote:
         """A top-level name from the candidate's notebook (class, function, value)."""

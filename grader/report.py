@@ -16,11 +16,12 @@ from rich.table import Table
 from rich.text import Text
 
 from grader.outcomes import UNDEFINED_NAME
-from grader.records import VOIDING
+from grader.records import Finding
 from grader.results import BLOCKED, CheckResult, GradeReport, RootCause
 from grader.text import encodable, printable, xml_safe
 
-_SEVERITY = ("hidden", "tamper", "builtin", "machinery", "environment")
+_SEVERITY = ("hidden", "tamper", "builtin", "machinery", "environment", "note")
+NOTES_TITLE = "Integrity notes (what the notebook did; no points taken)"
 
 _STYLE = {
     "passed": "green",
@@ -53,7 +54,8 @@ def render(report: GradeReport, console: Console) -> None:
         ("Notebook  ", "bold"), printable(f"{report.notebook}\n"),
         ("Duration  ", "bold"),
         printable(f"{report.duration_s:.1f} s   (torch {report.torch_version}"
-                  f"{'' if report.device == 'cpu' else ', on ' + report.device})"),
+                  f"{'' if report.device == 'cpu' else ', on ' + report.device}"
+                  f"{', sandboxed' if report.sandboxed else ', NOT sandboxed'})"),
     )  # fmt: skip
     parts: list[RenderableType] = [head]
     if report.root_cause:
@@ -64,8 +66,12 @@ def render(report: GradeReport, console: Console) -> None:
         parts.append(Text.assemble((label, "bold cyan"), printable(hint)))
     if report.hints:
         parts.append(Text(f"            ({_hints_from(report)})", style="dim"))
-    if report.integrity:
-        parts.append(_integrity(report))
+    findings = [f for f in report.integrity if f.kind != "note"]
+    notes = [f for f in report.integrity if f.kind == "note"]
+    if findings:
+        parts.append(_integrity(findings, "Integrity (what the grader's watch found)"))
+    if notes:
+        parts.append(_integrity(notes, NOTES_TITLE))
     parts.append(_levels(report))
     rows = failure_rows(report)
     if rows:
@@ -252,10 +258,10 @@ def _missing(t: CheckResult) -> str:
     return match[1] if match else ""
 
 
-def _integrity(report: GradeReport) -> Table:
+def _integrity(findings: list[Finding], title: str) -> Table:
     """What the grader's guard found, worst first (candidate text stays literal)."""
     table = Table(
-        title="Integrity (what the grader's watch found)",
+        title=title,
         title_justify="left",
         box=box.SIMPLE_HEAD,
         expand=True,
@@ -263,9 +269,9 @@ def _integrity(report: GradeReport) -> Table:
     table.add_column("kind", no_wrap=True)
     table.add_column("where", no_wrap=True)
     table.add_column("what", overflow="fold", ratio=1)
-    for f in sorted(report.integrity, key=lambda f: _SEVERITY.index(f.kind)):
+    for f in sorted(findings, key=lambda f: _SEVERITY.index(f.kind)):
         where = f"cell {f.cell}" + (f", line {f.line}" if f.line else "") if f.cell else ""
-        style = "bold red" if f.kind in VOIDING else "yellow"
+        style = "bold red" if f.voids else "dim" if f.kind == "note" else "yellow"
         table.add_row(_literal(f.kind, style=style), Text(where), _literal(f.message))
     return table
 
@@ -371,7 +377,7 @@ def to_gradescope(report: GradeReport) -> str:
             "score": t.score,
             "max_score": t.max_score,
             "status": "passed" if t.status == "passed" else "failed",
-            "output": "" if t.status == "passed" else ": ".join(filter(None, _why(t))),
+            "output": "" if t.status == "passed" else printable(": ".join(filter(None, _why(t)))),
             "tags": [t.level_name],
             "visibility": "after_published" if t.hidden else "visible",
         }
@@ -390,13 +396,16 @@ def to_gradescope(report: GradeReport) -> str:
     document = {
         "score": report.score,
         "execution_time": round(report.duration_s),
-        "output": "\n".join(lines),
+        "output": printable("\n".join(lines)),
         "tests": tests,
         "extra_data": {
             "exercise": report.exercise,
             "level_reached": report.level_reached,
             "torch_version": report.torch_version,
             "grader_version": report.grader_version,
+            "python_version": report.python_version,
+            "suite_hash": report.suite_hash,
+            "sandboxed": report.sandboxed,
         },
     }
     return json.dumps(encodable_data(document), indent=2)
@@ -488,13 +497,20 @@ def to_markdown(report: GradeReport) -> str:
             for c in report.cell_errors
         ],
     )  # fmt: skip
-    lines += _table(
-        "Integrity (what the grader's watch found)", ["kind", "where", "what"], "lll",
-        [
-            [md(f.kind), md(f.where().rstrip(": ")), md(f.message)]
-            for f in sorted(report.integrity, key=lambda f: _SEVERITY.index(f.kind))
-        ],
-    )  # fmt: skip
+    for title, chosen in (
+        (
+            "Integrity (what the grader's watch found)",
+            [f for f in report.integrity if f.kind != "note"],
+        ),
+        (NOTES_TITLE, [f for f in report.integrity if f.kind == "note"]),
+    ):
+        lines += _table(
+            title, ["kind", "where", "what"], "lll",
+            [
+                [md(f.kind), md(f.where().rstrip(": ")), md(f.message)]
+                for f in sorted(chosen, key=lambda f: _SEVERITY.index(f.kind))
+            ],
+        )  # fmt: skip
     if report.notes:
         lines += ["### Notes", "", *(f"- {md(note)}" for note in report.notes), ""]
     lines.append(f"*Graded with {md(_graded_with(report))}*")

@@ -119,6 +119,7 @@ class GradeReport:
     python_version: str = ""
     suite_hash: str = ""  # sha256 of the exercise's suite and the shared modules it uses
     device: str = "cpu"  # where the candidate's code ran during the hidden tests
+    sandboxed: bool = False  # whether the kernel ran in the sandbox (grader/kernel/sandbox.py)
     root_cause: RootCause | None = None
     hints: list[str] = field(default_factory=list)  # likely bugs, from the mutation corpus
     profile: dict[str, Any] | None = None  # `--profile`: see grader.profile (never scored)

@@ -99,7 +99,7 @@ def run_checks(
     kernel.session = answers
     results = []
     trouble_in_a_row = 0
-    for check in exercise.checks:
+    for check in shown_first(exercise.checks, limits.reveal):
         reason = ""
         if trouble_in_a_row >= limits.max_timeouts:
             reason = f"not run: the last {trouble_in_a_row} tests timed out or killed the kernel"
@@ -112,7 +112,17 @@ def run_checks(
         status, message, problem = run_check(check, kernel, limits, exercise.id)
         trouble_in_a_row = trouble_in_a_row + 1 if status in TROUBLE else 0
         results.append(_result(exercise, check, status, message, problem))
-    return results
+    order = {check.id: n for n, check in enumerate(exercise.checks)}
+    return sorted(results, key=lambda r: order[r.id])
+
+
+def shown_first(checks: list[Check], reveal: int | None) -> list[Check]:
+    """The checks in the order they run: first every one the candidate's report may show
+    (the public ones, and with `--reveal N` those of levels 1..N), in level order, then the
+    hidden rest. A candidate's code that remembers what each call sent then has seen no
+    hidden input by the time it answers a test whose message the candidate reads."""
+    shown = [c for c in checks if not c.hidden or reveal is not None and c.level <= reveal]
+    return shown + [c for c in checks if c not in shown]
 
 
 def run_check(

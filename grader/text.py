@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import re
 
-# C0 controls but tab and newline, DEL, C1 controls, lone surrogates.
-_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+# Characters that reorder or hide text: the bidirectional embeddings, overrides and
+# isolates and the marks (a candidate's message must read as it is stored, "Trojan
+# Source"), zero-width characters, the line and paragraph separators, the BOM.
+_INVISIBLE = "\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff"
+# C0 controls but tab and newline, DEL, C1 controls, lone surrogates, the invisible ones.
+_UNPRINTABLE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff{_INVISIBLE}]")
 # What XML 1.0 forbids (tab, newline and carriage return are allowed), plus DEL and the
-# C1 controls, which it discourages.
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+# C1 controls, which it discourages, and the invisible ones.
+_NOT_XML = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff{_INVISIBLE}]")
 # Code points UTF-8 cannot encode.
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -25,8 +29,10 @@ def _escape(match: re.Match[str]) -> str:
 
 
 def printable(text: str) -> str:
-    """`text` with every control character but tab and newline, and every lone surrogate,
-    written as an escape (`\\x1b`, `\\udc80`): safe to print to a terminal."""
+    """`text` with every control character but tab and newline, every lone surrogate and
+    every character that reorders or hides text (bidi overrides, zero-width characters),
+    written as an escape (`\\x1b`, `\\udc80`, `\\u202e`): safe to print to a terminal,
+    and read as it is stored."""
     return _UNPRINTABLE.sub(_escape, text)
 
 

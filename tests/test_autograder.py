@@ -10,6 +10,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import nbformat
 import pytest
 
 import grader
@@ -159,7 +160,8 @@ def test_an_extra_exercises_folder_is_bundled_and_graded_with(tmp_path):
     assert {"exercises/alpha/__init__.py", "exercises/alpha/suite.py"} <= set(names)
     assert not [n for n in names if "__pycache__" in n]
     assert json.loads(archive.read("autograder.json"))["exercises"] == "exercises"
-    assert "EXERCISES_DIR=exercises " in archive.read("run_autograder").decode()
+    script = archive.read("run_autograder").decode()
+    assert re.search(r"-m grader\.autograder run \S+ exercises\n", script), script
 
 
 def test_a_plain_install_without_project_files_is_refused(monkeypatch, tmp_path):
@@ -201,8 +203,12 @@ def test_an_unreadable_upload_scores_zero_with_grades_reason(gradescope):
 
 def test_a_missing_grade_command_scores_zero_saying_so(gradescope, tmp_path):
     _upload(gradescope, f"{EXERCISE}.ipynb", b"{}")
-    results = _run_autograder(gradescope, GRADE=str(tmp_path / "nowhere" / "grade"))
+    missing = str(tmp_path / "nowhere" / "grade")
+    results = _run_autograder(gradescope, GRADE=missing, PYTHON=sys.executable)
     assert results["score"] == 0 and "autograder is not installed" in results["output"]
+    # no Python either: the script's own fixed text
+    results = _run_autograder(gradescope, GRADE=missing)
+    assert results["score"] == 0 and "could not run" in results["output"]
 
 
 @pytest.fixture
@@ -271,3 +277,88 @@ def test_the_only_notebook_is_graded_whatever_its_name(gradescope):
     results = _run_autograder(gradescope)
     assert 0 <= results["score"] < load_catalog()[EXERCISE].max_score, results["output"]
     assert results["tests"] and any(t["status"] == "failed" for t in results["tests"])
+
+
+# --- as Gradescope runs it: as root, the candidate's code as an unprivileged user ----------
+
+HOSTILE_CELLS = [
+    # rewrite the rest of the running script, and the results Gradescope reads
+    "import glob, os\nfor top in ('/autograder', '/tmp'):\n"
+    "    for path in glob.glob(top + '/**', recursive=True):\n"
+    "        if path.endswith(('run_autograder', 'results.json')):\n            try:\n"
+    "                open(path, 'a').write('\\necho forged')\n            except OSError as e:\n"
+    "                print('refused', path, e)",
+    # read the hidden suite from the autograder's source and raise with it
+    "import glob\nfound = [p for top in ('/autograder', '/tmp', '/opt', '/root', '/home', '/work')\n"
+    "         for p in glob.glob(top + '/**/suite.py', recursive=True)]\n"
+    "text = [open(p).read().splitlines()[0] for p in found if 'mha_causal' in p]\n"
+    "raise RuntimeError(f'SUITE {text}')",
+]
+
+
+@pytest.fixture
+def as_kernel_user(monkeypatch):
+    """Root, a user for the kernel, and an interpreter that user can run (a test machine
+    may keep its Python under /root: the folders on its way get o+x while the test runs)."""
+    if os.geteuid() != 0:
+        pytest.skip("Gradescope runs the autograder as root")
+    import pwd
+
+    user = "nobody"
+    pwd.getpwnam(user)
+    changed = []
+    for place in {os.path.realpath(sys.executable), os.path.realpath(sys.prefix)}:
+        for folder in Path(place).parents:
+            mode = folder.stat().st_mode
+            if not mode & 0o001:
+                folder.chmod(mode | 0o001)
+                changed.append((folder, mode))
+    monkeypatch.setenv("GRADER_KERNEL_USER", user)
+    try:
+        yield user
+    finally:
+        for folder, mode in changed:
+            folder.chmod(mode)
+
+
+@pytest.mark.kernel
+def test_a_submission_can_neither_rewrite_the_autograder_nor_read_its_suite(
+    gradescope, as_kernel_user
+):
+    """The scaffold, plus cells that append to run_autograder and results.json while they
+    run and that read the hidden suite from source/: the scaffold's score, no forged
+    line, no line of the suite in what the student sees."""
+    nb = nbformat.read(SCAFFOLDS / f"{EXERCISE}.ipynb", as_version=4)
+    nb.cells += [nbformat.v4.new_code_cell(c) for c in HOSTILE_CELLS]
+    _upload(gradescope, f"{EXERCISE}.ipynb", nbformat.writes(nb).encode())
+    script = (gradescope / "source" / "run_autograder").read_text()
+    results = _run_autograder(gradescope)
+    assert (gradescope / "source" / "run_autograder").read_text() == script
+    assert results["score"] < load_catalog()[EXERCISE].max_score
+    assert results["extra_data"]["sandboxed"] in (True, False)
+    shown = json.dumps(results)
+    assert "forged" not in (gradescope / "results" / "results.json").read_text()
+    assert "Hidden suite" not in shown and "SUITE []" in shown, shown
+    assert oct((gradescope / "source").stat().st_mode & 0o777) == "0o700"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["--help.ipynb", "-x;rm -rf ~.ipynb", "new\nline.ipynb", "$(id)`id`.ipynb", "ü 名.ipynb"],
+)
+def test_odd_upload_names_reach_grade_as_one_path_and_nothing_else(
+    gradescope, fake_grade, tmp_path, name
+):
+    _upload(gradescope, name, b"{}")
+    env = {
+        "GRADE": str(fake_grade),
+        "PYTHON": sys.executable,
+        "FAKE_ARGS": str(tmp_path / "args"),
+        "FAKE_ERROR": "grade: error: something",
+        "FAKE_STATUS": "2",
+    }
+    results = _run_autograder(gradescope, **env)
+    assert results["score"] == 0 and results["output"] == "grade: error: something"
+    args = (tmp_path / "args").read_text()
+    assert args.endswith(f"{gradescope / 'submission' / name}\n")
+    assert not (Path.home() / "id").exists()

@@ -284,3 +284,18 @@ def test_grader_stopped_by_a_signal_cleans_up_and_says_so(tmp_path, request, sig
     assert out == "" and err.count("\n") == 1 and "Traceback" not in err
     assert leftovers(str(scratch)) == []
     assert list(scratch.iterdir()) == []
+
+
+@pytest.mark.parametrize("size", ["512M", "1G", "1.9G"])
+def test_a_memory_limit_below_what_a_kernel_needs_is_refused_naming_the_minimum(capsys, size):
+    code, _, err = _run(capsys, str(SOLUTIONS / "mha_interview.ipynb"), "--memory-limit", size)
+    assert code == 2 and err.count("\n") == 1 and "at least 2G" in err
+
+
+def test_every_example_in_the_help_is_accepted():
+    """The help's own examples parse (a size in an example that cannot start a kernel
+    would fail every grading)."""
+    text = " ".join(grading_parser().format_help().split())
+    for size in ("8G", "4G"):
+        assert "e.g. 8G or 4G" in text
+        grading_parser().parse_args(["nb.ipynb", "--memory-limit", size])

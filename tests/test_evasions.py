@@ -565,6 +565,7 @@ class Evasion:
     replace: tuple[tuple[str, str], ...] = ((MATHS, probs()),)
     after: tuple[str, ...] = ()
     cover: str = ""  # the run-time cover a static trick leans on
+    note: str = ""  # fairness cases: what the card's integrity notes must say
 
 
 def sdpa_case(name, family, expect, lookup, cover, cover_name="", *more, **kw) -> Evasion:
@@ -587,14 +588,60 @@ def module_case(name, family, expect, cells, init, fn, cover_name, **kw) -> Evas
     )
 
 
-THREADS, WATCH_OFF, HIDDEN_MODULE, NAMES, IPYTHON, GRADER = (
+THREADS, WATCH_OFF, HIDDEN_MODULE, NAMES, IPYTHON, GRADER, PRIVATE = (
     "1 threads",
     "2 watches off",
     "3 module hidden",
     "4 names",
     "5 ipython",
     "6 grader",
+    "7 private ops",
 )
+
+# The private and composite ops behind F.scaled_dot_product_attention, reached by names
+# the source scan cannot read; `_attn` keeps SDPA's signature.
+MATH_STATIC = """\
+import inspect
+
+_math = inspect.getattr_static(torch, "_scaled_dot_" + "product_attention_math")
+
+
+def _attn(q, k, v, attn_mask=None):
+    return _math(q, k, v, attn_mask=attn_mask)[0]
+"""
+FLASH_FOR_CPU = """\
+_flash = getattr(torch, "_scaled_dot_product_flash_" + "attention_for_cpu")
+
+
+def _attn(q, k, v, attn_mask=None):
+    # the fused kernel wants one head size: pad q, k and v (zeros change no dot product)
+    width = max(q.shape[-1], v.shape[-1])
+
+    def pad(t):
+        return torch.nn.functional.pad(t, (0, width - t.shape[-1]))
+
+    scale = q.shape[-1] ** -0.5
+    out = _flash(pad(q), pad(k), pad(v), attn_mask=attn_mask, scale=scale)[0]
+    return out[..., : v.shape[-1]]
+"""
+MATH_AT_A_KEY = """\
+from torch._C import DispatchKey
+
+_math_op = getattr(torch.ops.aten, "_scaled_dot_product_" + "attention_math").default
+
+
+def _attn(q, k, v, attn_mask=None):
+    return _math_op._op_dk(DispatchKey.CompositeImplicitAutograd, q, k, v, attn_mask)[0]
+"""
+FRESH_OVERLOAD = """\
+from torch._C import DispatchKey
+
+_, _math_dk, _ = torch._C._get_operation_overload("aten::_scaled_dot_product_" + "attention_math", "")
+
+
+def _attn(q, k, v, attn_mask=None):
+    return _math_dk(DispatchKey.CompositeImplicitAutograd, q, k, v, attn_mask)[0]
+"""
 MODULE_BASE = MHA_CLASS + "\n" + MODULE_PROBS
 
 EVASIONS = [
@@ -940,6 +987,83 @@ class Mixer(_MHA):
     ),
     sdpa_case("gc_referrers_reach_the_shim", GRADER, INTEGRITY, SDPA_VARS, GC_REFERRERS),
     sdpa_case("ctypes_rewrites_shim_globals", GRADER, INTEGRITY, SDPA_VARS, CTYPES_GLOBALS),
+    # 7. the ops behind the public one: private, composite, called at a named dispatch key
+    sdpa_case("math_op_by_getattr_static", PRIVATE, FAILS_FROM_SCRATCH, MATH_STATIC, EXECUTOR),
+    sdpa_case("fused_cpu_kernel_on_a_thread", PRIVATE, FAILS_FROM_SCRATCH, FLASH_FOR_CPU, THREAD),
+    sdpa_case("math_op_at_a_named_key", PRIVATE, FAILS_FROM_SCRATCH, MATH_AT_A_KEY, QUEUE_WORKER),
+    sdpa_case("math_op_from_a_fresh_overload", PRIVATE, FAILS_FROM_SCRATCH, FRESH_OVERLOAD, DIRECT),
+]
+
+
+# -- the other direction: habits of honest candidates keep full marks ----------------------
+
+FULL_MARKS = "full marks"
+RETURN = "        return y, (weights.mean(dim=1) if need_weights else None)\n"
+CLASS = "class MultiHeadAttention(nn.Module):"
+SELF_CHECK = """\
+ref = nn.MultiheadAttention(12, 3, batch_first=True)
+x = torch.randn(2, 5, 12)
+out, w = ref(x, x, x)
+q = torch.randn(2, 3, 5, 4)
+print(F.scaled_dot_product_attention(q, q, q).shape, out.shape)
+mine = MultiHeadAttention(AttentionConfig(12, 3)).eval()
+print(mine(x, need_weights=True)[1].shape == w.shape)
+"""
+
+
+def fair(name: str, *cells: str, replace=(), after=(), note: str = "") -> Evasion:
+    """The solution plus an honest habit: full marks, with `note` on the card's notes."""
+    return Evasion(name, "0 fair", FULL_MARKS, cells, tuple(replace), tuple(after), note=note)
+
+
+FAIRNESS = [
+    fair("shell_ls", "!ls", note="ran a shell command: ls"),
+    fair("shell_pip_list", "!pip list", note="ran a shell command: pip list"),
+    fair("shell_nvidia_smi", "!nvidia-smi", note="ran a shell command: nvidia-smi"),
+    fair("shell_pip_show_torch", "!pip show torch", note="ran a shell command: pip show torch"),
+    fair("time_cell_magic_on_the_class", replace=[(CLASS, "%%time\n" + CLASS)]),
+    fair(
+        "echo_and_env_in_the_imports",
+        replace=[("import math\n", "!echo hello\n%env X=1\nimport math\n")],
+        note="ran a shell command: echo hello",
+    ),
+    fair(
+        "timeit_after",
+        after=[
+            "%timeit -n 1 -r 1 MultiHeadAttention(AttentionConfig(12, 3))(torch.randn(2, 5, 12))"
+        ],
+    ),
+    fair("matplotlib_inline", "%matplotlib inline"),
+    fair("autoreload", "%load_ext autoreload\n%autoreload 2"),
+    fair("small_debug_print_in_forward", replace=[(RETURN, "        print(y.shape)\n" + RETURN)]),
+    fair(
+        "megabyte_debug_print_in_forward",
+        replace=[(RETURN, "        print('x' * 1_000_000)\n" + RETURN)],
+    ),
+    fair(
+        "logging_in_forward",
+        "import logging\n\nlog = logging.getLogger('mha')\nlogging.basicConfig(level=logging.INFO)",
+        replace=[(RETURN, "        log.info('y %s', tuple(y.shape))\n" + RETURN)],
+    ),
+    fair("tqdm_loop", "from tqdm import tqdm\n\nfor _ in tqdm(range(3)):\n    pass"),
+    fair(
+        "plots_weights_without_matplotlib",
+        after=[
+            "import matplotlib.pyplot as plt\n\nmha = MultiHeadAttention(AttentionConfig(12, 3))\n"
+            "plt.imshow(mha(torch.randn(1, 5, 12), need_weights=True)[1][0].detach())"
+        ],
+    ),
+    fair("self_check_against_the_builtin", after=[SELF_CHECK]),
+    fair(
+        "leftover_sleeping_program",
+        "import subprocess\n\n_p = subprocess.Popen(['sleep', '600'])",
+        note="started a program: sleep 600",
+    ),
+    fair(
+        "thread_at_top_level",
+        "import threading\n\nthreading.Thread(target=lambda: None).start()",
+        note="can run code the grader does not watch",
+    ),
 ]
 
 
@@ -968,24 +1092,51 @@ def earlier_levels_full(report: dict) -> bool:
     return all(level(report, n)["score"] == level(report, n)["max_score"] for n in before)
 
 
+def counted(report: dict) -> list[dict]:
+    """The integrity findings that are more than a note (notes cost nothing)."""
+    return [f for f in report.get("integrity") or [] if f.get("kind") != "note"]
+
+
+def notes(report: dict) -> list[str]:
+    return [f["message"] for f in report.get("integrity") or [] if f.get("kind") == "note"]
+
+
 def assert_caught(report: dict, expected: str) -> None:
-    """The notebook does not get full marks silently: it loses points in "from scratch" or
-    the report has an integrity finding. "no credit" also means score 0 with a finding."""
-    findings = report.get("integrity") or []
+    """The notebook is caught by evidence: it loses points in "from scratch" (integrity
+    cases: with a finding that is more than a note), or, for "no credit", scores 0 with a
+    finding that voids the grading. A note alone catches nothing."""
+    findings = counted(report)
     scratch = level(report, SCRATCH_LEVEL)
     lost = scratch["score"] < scratch["max_score"]
-    assert lost or findings, (
-        f"full marks silently: score {report['score']}/{report['max_score']}, no integrity finding"
-    )
-    for finding in findings:
+    for finding in report.get("integrity") or []:
         assert {"kind", "message"} <= set(finding), finding
-    if expected == NO_CREDIT:
-        assert report["score"] == 0 and findings, (report["score"], findings)
-    elif not findings:
-        # caught by "from scratch" alone: the case must be otherwise correct, or it proves nothing
+    if expected == NO_CREDIT and not (report.get("sandboxed") and lost):
+        # (sandboxed, the grader's files are not there to read: the case falls back on the
+        # built-in, and "from scratch" catches it)
+        assert report["score"] == 0, report["score"]
+        assert any(f["kind"] in ("hidden", "tamper") for f in findings), findings
+        return
+    assert lost, (
+        f"full marks on evidence: score {report['score']}/{report['max_score']}, "
+        f"integrity {findings}, notes {notes(report)}"
+    )
+    if expected == INTEGRITY:
+        assert findings, "caught without a finding: the integrity case lost its cover"
+    if not findings:
+        # caught by "from scratch" alone: the case must be otherwise correct, or it proves
+        # nothing
         assert earlier_levels_full(report), [
             (t["id"], t["status"], t["message"]) for t in report["tests"] if t["status"] != "passed"
         ]
+
+
+def assert_fair(report: dict, case: Evasion) -> None:
+    """An honest habit keeps full marks, and the card's notes say what it did."""
+    lost = [(t["id"], t["message"]) for t in report["tests"] if t["status"] != "passed"]
+    assert report["score"] == report["max_score"] > 0, (lost, report.get("integrity"))
+    assert not counted(report) or all(f["kind"] == "environment" for f in counted(report))
+    if case.note:
+        assert any(case.note in n for n in notes(report)), notes(report)
 
 
 def grade_all(cases: list[Evasion], folder: Path) -> dict:
@@ -995,8 +1146,10 @@ def grade_all(cases: list[Evasion], folder: Path) -> dict:
 
 
 def selected(names: list[str]) -> list[Evasion]:
-    """The cases named (or whose family number is given); all of them for none."""
-    return [c for c in EVASIONS if not names or c.name in names or c.family[0] in names]
+    """The cases named (or whose family number is given, 0 for the fairness cases); all of
+    them for none."""
+    cases = EVASIONS + FAIRNESS
+    return [c for c in cases if not names or c.name in names or c.family[0] in names]
 
 
 # EVASIONS_ONLY="name,name,3" grades only those cases (names or family numbers).
@@ -1016,7 +1169,7 @@ def test_corpus_covers_every_family():
     for case in EVASIONS:
         families[case.family] = families.get(case.family, 0) + 1
         assert case.expect in (FAILS_FROM_SCRATCH, INTEGRITY, NO_CREDIT), case.name
-    assert len(families) == 6 and min(families.values()) >= 2, families
+    assert len(families) == 7 and min(families.values()) >= 2, families
 
 
 def test_honest_reference_gets_full_marks_and_no_finding(graded):
@@ -1033,6 +1186,20 @@ def test_evasion_is_caught(graded, case):
     result = graded[0][case.name]
     assert result.returncode in (0, 1), (result.returncode, result.stderr[-2000:])
     assert_caught(result.report, case.expect)
+
+
+def test_fairness_corpus_covers_the_habits():
+    assert len(FAIRNESS) >= 15
+    assert len({c.name for c in EVASIONS + FAIRNESS}) == len(EVASIONS) + len(FAIRNESS)
+
+
+@pytest.mark.parametrize("case", FAIRNESS, ids=lambda c: c.name)
+def test_honest_habit_keeps_full_marks(graded, case):
+    if case.name not in graded[0]:
+        pytest.skip("not in EVASIONS_ONLY")
+    result = graded[0][case.name]
+    assert result.returncode == 0, (result.returncode, result.stderr[-2000:])
+    assert_fair(result.report, case)
 
 
 def main(argv: list[str]) -> int:
@@ -1054,9 +1221,13 @@ def main(argv: list[str]) -> int:
             continue
         scratch = level(report, SCRATCH_LEVEL)
         findings = report.get("integrity") or []
-        full = scratch["score"] == scratch["max_score"] and not findings
-        silent += full
-        verdict = "FULL MARKS SILENTLY" if full else "caught"
+        full = scratch["score"] == scratch["max_score"] and report["score"] > 0
+        if case.expect == FULL_MARKS:
+            verdict = "full marks (fair)" if report["score"] == report["max_score"] else "PENALISED"
+            silent += verdict == "PENALISED"
+        else:
+            verdict = "KEPT FROM-SCRATCH POINTS" if full else "caught"
+            silent += full
         print(
             f"{case.family:16} {case.name:45} {report['score']:>3}/{report['max_score']} "
             f"earlier levels {'full' if earlier_levels_full(report) else 'NOT FULL'}; {verdict}"
@@ -1074,7 +1245,7 @@ def main(argv: list[str]) -> int:
             print(f"    integrity {finding.get('kind')}: {str(finding.get('message'))[:160]}")
         for error in report["cell_errors"][:2]:
             print(f"    cell {error['cell']} {error['kind']}: {error['message'][:160]}")
-    print(f"{silent} of {len(chosen)} cases get full marks silently")
+    print(f"{silent} of {len(chosen)} cases went the wrong way")
     return 0
 
 

@@ -46,7 +46,7 @@ class Fault:
     replace: tuple[tuple[str, str], ...] = ()
     only: bool = False
     flags: tuple[str, ...] = tuple(FAST)
-    exit_code: int = 1
+    exit_code: int | None = 1  # None: 0 or 1, as the expectation decides
     bound: float = 90.0
     env: dict[str, str] = field(default_factory=dict)
 
@@ -87,14 +87,22 @@ def every_test(status: str, text: str) -> Callable[[dict], None]:
     return expect
 
 
-def hung_forward(report: dict) -> None:
-    s = statuses(report)
-    assert list(s.values())[:3] == ["timeout"] * 3, s
-    assert set(list(s.values())[3:]) == {"skipped"}, s
-    assert "the last 3 tests timed out or killed the kernel" in message(
-        report, "weights_are_probabilities"
-    )
-    assert report["score"] == 0
+def three_then_skipped(status: str) -> Callable[[dict], None]:
+    """The first three tests run (the public ones come first) end with `status`; the
+    rest are skipped, saying why."""
+
+    def expect(report: dict) -> None:
+        s = statuses(report)
+        assert sorted(s.values()) == sorted([status] * 3 + ["skipped"] * (len(s) - 3)), s
+        skipped = [t for t in report["tests"] if t["status"] == "skipped"]
+        assert all("the last 3 tests timed out or killed the kernel" in t["message"]
+                   for t in skipped)  # fmt: skip
+        assert report["score"] == 0
+
+    return expect
+
+
+hung_forward = three_then_skipped("timeout")
 
 
 def cell_crashed_then_recovered(report: dict) -> None:
@@ -115,9 +123,12 @@ def flood_cut(report: dict) -> None:
 
 
 def from_scratch_fails_naming(call: str) -> Callable[[dict], None]:
+    """The run-time check fails, naming `call`; everything else passes (a built-in found by
+    a computed name is a note in the source: the evidence is the call)."""
+
     def expect(report: dict) -> None:
         bad = {k for k, v in statuses(report).items() if v != "passed"}
-        assert bad == {"no_builtin_attention_at_run_time", "no_builtin_attention_in_source"}, bad
+        assert bad == {"no_builtin_attention_at_run_time"}, bad
         assert call in message(report, "no_builtin_attention_at_run_time")
 
     return expect
@@ -131,18 +142,37 @@ def from_scratch_runtime_names(call: str) -> Callable[[dict], None]:
     return expect
 
 
-def one_test_and_from_scratch(
-    test: str, status: str, text: str = "", scratch: str = ""
-) -> Callable[[dict], None]:
-    """`test` does not pass (with this status, its message saying `text`), nor do the two
-    from-scratch tests (their messages saying `scratch`); everything else passes."""
+def noted_or_seen_working(text: str) -> Callable[[dict], None]:
+    """A program that never stops working (it forks without end, burning CPU): the notes
+    name it, and if the grader caught it working while the hidden tests ran, the run-time
+    check fails saying so (a program working then is taken to work for the graded calls);
+    nothing else is lost either way."""
 
     def expect(report: dict) -> None:
         bad = {k: v for k, v in statuses(report).items() if v != "passed"}
-        from_scratch = ("no_builtin_attention_at_run_time", "no_builtin_attention_in_source")
-        assert bad == {test: status, **dict.fromkeys(from_scratch, "failed")}, bad
+        assert bad in ({}, {"no_builtin_attention_at_run_time": "failed"}), bad
+        if bad:
+            assert "while the hidden tests ran" in message(
+                report, "no_builtin_attention_at_run_time"
+            )
+        notes = [f["message"] for f in report["integrity"] if f["kind"] == "note"]
+        assert any(text in n for n in notes), report["integrity"]
+
+    return expect
+
+
+def one_test_and_from_scratch(
+    test: str, status: str, text: str = "", scratch: str = ""
+) -> Callable[[dict], None]:
+    """`test` does not pass (with this status, its message saying `text`), nor does the
+    run-time from-scratch test (its message saying `scratch`: machinery that can switch
+    the watch off, used by the graded code); everything else passes."""
+
+    def expect(report: dict) -> None:
+        bad = {k: v for k, v in statuses(report).items() if v != "passed"}
+        assert bad == {test: status, "no_builtin_attention_at_run_time": "failed"}, bad
         assert text in message(report, test)
-        assert all(scratch in message(report, name) for name in from_scratch)
+        assert scratch in message(report, "no_builtin_attention_at_run_time")
 
     return expect
 
@@ -155,16 +185,15 @@ crashed_and_ctypes_seen = one_test_and_from_scratch(
 forged_frame = one_test_and_from_scratch("single_token_and_batch_of_one", "error", "out of step")
 
 
-def all_but_the_source_scan(text: str) -> Callable[[dict], None]:
-    """Machinery in the cells (processes, builtins, sys.modules) is a finding: every test
-    passes but the from-scratch ones (the guard may have seen it run too), and the source
-    scan names it."""
+def full_marks_noting(text: str) -> Callable[[dict], None]:
+    """Machinery in the cells (processes, builtins, sys.modules) that the graded calls do
+    not use costs nothing (a penalty needs evidence): full marks, and the card's integrity
+    notes name it."""
 
     def expect(report: dict) -> None:
-        bad = {k: v for k, v in statuses(report).items() if v != "passed"}
-        assert set(bad) <= {"no_builtin_attention_in_source", "no_builtin_attention_at_run_time"}
-        assert bad.get("no_builtin_attention_in_source") == "failed", bad
-        assert text in message(report, "no_builtin_attention_in_source")
+        full_marks(report)
+        notes = [f["message"] for f in report["integrity"] if f["kind"] == "note"]
+        assert any(text in n for n in notes), report["integrity"]
 
     return expect
 
@@ -353,12 +382,7 @@ FAULTS = [
     ),
     Fault(
         "kills_the_kernel_in_every_test",
-        lambda r: (
-            None
-            if list(statuses(r).values())[:3] == ["crashed"] * 3
-            and set(list(statuses(r).values())[3:]) == {"skipped"}
-            else pytest.fail(str(statuses(r)))
-        ),
+        three_then_skipped("crashed"),
         replace=(
             (
                 "        super().__init__()\n",
@@ -449,15 +473,16 @@ FAULTS = [
     ),
     Fault(
         "child_process_left_running",
-        all_but_the_source_scan("subprocess"),
+        full_marks_noting("subprocess"),
         cells=("import subprocess\nchild = subprocess.Popen(['sleep', '302'])",),
-        exit_code=1,
+        exit_code=0,
     ),
-    Fault("double_forked_daemon", all_but_the_source_scan("os.fork"), cells=(SPAWN_DAEMON,)),
+    Fault("double_forked_daemon", full_marks_noting("os.fork"), cells=(SPAWN_DAEMON,), exit_code=0),
     Fault(
         "double_forked_daemon_with_a_clean_environment",
-        all_but_the_source_scan("os.fork"),
+        full_marks_noting("os.fork"),
         cells=(CLEAN_ENV_DAEMON,),
+        exit_code=0,
     ),
     Fault(
         "writes_files_in_its_directory",
@@ -544,12 +569,12 @@ FAULTS = [
     ),
     Fault(
         "overrides_display_print_and_exceptions",
-        all_but_the_source_scan("builtins"),
+        full_marks_noting("builtins"),
         cells=(
             "import builtins, sys\nsys.displayhook = lambda value: None\nget_ipython().display_pub.publish = lambda *a, **k: None\n"
             "builtins.print = lambda *a, **k: None\nbuiltins.AssertionError = RuntimeError\ntorch.allclose = lambda *a, **k: False",
         ),
-        exit_code=1,
+        exit_code=0,
     ),
     Fault(
         "overrides_torch_save_and_load",
@@ -620,12 +645,12 @@ FAULTS = [
     ),
     Fault(
         "forges_the_cut_output_counts",
-        all_but_the_source_scan("sys.modules"),
+        full_marks_noting("sys.modules"),
         cells=(
             "import sys\nshim = next(m for n, m in sys.modules.items() if n.startswith('_grader_shim'))\n"
             "shim._cut[get_ipython().parent_header['header']['msg_id']] = 'lots'",
         ),
-        exit_code=1,
+        exit_code=0,
     ),
     Fault(
         "prints_a_fake_score",
@@ -662,14 +687,16 @@ FAULTS = [
     ),
     Fault(
         "keeps_forking_away",
-        all_but_the_source_scan("subprocess"),
+        noted_or_seen_working("subprocess"),
         cells=(WALKING_PROCESS,),
+        exit_code=None,
     ),
     Fault(
         "keeps_forking_away_without_bubblewrap",  # no PID namespace: the kill loop alone
-        all_but_the_source_scan("subprocess"),
+        noted_or_seen_working("subprocess"),
         cells=(WALKING_PROCESS,),
         env={"PATH": str(Path(sys.executable).parent)},
+        exit_code=None,
     ),
     Fault(
         "replaces_the_standard_streams",
@@ -700,12 +727,13 @@ FAULTS = [
     ),
     Fault(
         "display_flood_past_the_kernels_cap",
-        all_but_the_source_scan("get_ipython"),
+        full_marks_noting("get_ipython"),
         cells=(
             "from IPython.display import HTML, display\n"
             "get_ipython().display_pub._hooks.clear()\n"
             "for _ in range(3):\n    display(HTML('x' * 100_000_000))",
         ),
+        exit_code=0,
     ),
     Fault(
         "floods_the_guard_with_findings",
@@ -809,7 +837,8 @@ def test_corpus_is_big_enough():
 def test_fault_is_graded_safely(outcomes, fault):
     outcome = outcomes[fault.name]
     graded = outcome.graded
-    assert graded.returncode == fault.exit_code, (graded.returncode, graded.stderr[-2000:])
+    expected = (0, 1) if fault.exit_code is None else (fault.exit_code,)
+    assert graded.returncode in expected, (graded.returncode, graded.stderr[-2000:])
     assert "Traceback" not in graded.stderr
     fault.expect(graded.report)
     assert outcome.seconds < fault.bound, f"took {outcome.seconds:.1f} s, bound {fault.bound} s"

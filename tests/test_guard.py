@@ -35,6 +35,9 @@ def test_records_name_the_cell_and_line_among_all_cells():
     name = next(n for n, number in cell_file_names(cells).items() if number == 3)
     reader = RecordReader(cells)
     reader.feed(line("builtin", "scaled_dot_product_attention", f"/tmp/ipykernel_9/{name}", 2))
+    assert reader.findings == []  # the notebook's own cells, before the hidden tests
+    reader.testing = True
+    reader.feed(line("builtin", "scaled_dot_product_attention", f"/tmp/ipykernel_9/{name}", 2))
     assert reader.findings == [Finding("builtin", "scaled_dot_product_attention", 3, 2)]
     assert reader.seen == {"scaled_dot_product_attention"}
 
@@ -62,6 +65,7 @@ def test_pid_records_are_not_findings():
 
 def test_a_record_from_a_file_the_notebook_wrote_names_the_file():
     reader = RecordReader([(0, "x = 1")])
+    reader.testing = True
     reader.feed(line("builtin", "multi_head_attention_forward", "/tmp/g/work/helper.py", 3))
     [finding] = reader.findings
     assert finding.cell is None and "helper.py" in finding.message
@@ -132,7 +136,7 @@ def test_a_builtin_run_from_another_thread_is_seen():
     )
     assert answer.shape == (1, 2, 3, 4)
     assert "scaled_dot_product_attention" in session.seen
-    assert "started a thread during a hidden test" in kinds(session)["machinery"]
+    assert "started a thread during a hidden test" in kinds(session)["note"]
 
 
 @pytest.mark.kernel
@@ -147,6 +151,108 @@ def test_nn_multihead_attention_hidden_in_a_closure_is_seen_from_a_worker_thread
         call="f",
     )
     assert {"MultiheadAttention.forward", "multi_head_attention_forward"} <= session.seen
+
+
+# Torch's attention by every route: the private and composite ops behind the public one,
+# reached by names the source scan cannot read, on threads a stdlib helper started, in
+# inference mode, at a named dispatch key. Each must be seen during the graded call.
+PRIVATE_ROUTES = {
+    "math_op_with_grad": (
+        "import inspect, torch\n_math = inspect.getattr_static(torch, '_scaled_dot_' + 'product_attention_math')\n"
+        "def f():\n    q = torch.randn(1, 2, 3, 4, requires_grad=True)\n    return _math(q, q, q)[0].detach()",
+        "_scaled_dot_product_attention_math",
+    ),
+    "fused_cpu_kernel_on_a_pool_thread": (
+        "import torch\nfrom concurrent.futures import ThreadPoolExecutor\n_pool = ThreadPoolExecutor(1)\n"
+        "_pool.submit(int).result()\n_flash = getattr(torch, '_scaled_dot_product_flash_' + 'attention_for_cpu')\n"
+        "def f():\n    q = torch.randn(1, 2, 3, 4)\n    return _pool.submit(lambda: _flash(q, q, q)[0]).result()",
+        "_scaled_dot_product_flash_attention_for_cpu",
+    ),
+    "inference_mode": (
+        "import torch\nimport torch.nn.functional as F\n_f = vars(F)['scaled_dot_product_' + 'attention']\n"
+        "def f():\n    with torch.inference_mode():\n        q = torch.randn(1, 2, 3, 4)\n"
+        "        return _f(q, q, q).clone()",
+        "_scaled_dot_product_flash_attention_for_cpu",
+    ),
+    "named_dispatch_key": (
+        "import torch\nfrom torch._C import DispatchKey\n"
+        "_op = getattr(torch.ops.aten, '_scaled_dot_product_flash_' + 'attention_for_cpu').default\n"
+        "def f():\n    q = torch.randn(1, 2, 3, 4)\n    return _op._op_dk(DispatchKey.CPU, q, q, q)[0]",
+        "_scaled_dot_product_flash_attention_for_cpu",
+    ),
+    "fresh_operation_overload": (
+        "import torch\nfrom torch._C import DispatchKey\n"
+        "_op, _dk, _ = torch._C._get_operation_overload('aten::_scaled_dot_product_attention_math', '')\n"
+        "def f():\n    q = torch.randn(1, 2, 3, 4)\n    return _dk(DispatchKey.CompositeImplicitAutograd, q, q, q)[0]",
+        "_scaled_dot_product_attention_math",
+    ),
+}
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("route", sorted(PRIVATE_ROUTES))
+def test_torchs_attention_is_seen_by_every_route(route):
+    cell, op = PRIVATE_ROUTES[route]
+    session, answer = run(cell, call="f")
+    assert answer is not None and tuple(answer.shape) == (1, 2, 3, 4), answer
+    assert op in session.seen, kinds(session)
+
+
+@pytest.mark.kernel
+def test_a_self_check_against_the_builtin_in_a_cell_is_not_seen():
+    """Sightings are placed by when they arrive: the cells' own come before the tests."""
+    session, _ = run(
+        "import torch\nimport torch.nn.functional as F\nq = torch.randn(1, 2, 3, 4)\n"
+        "for _ in range(3):\n    F.scaled_dot_product_attention(q, q, q)\n"
+        "def g(q):\n    return F.scaled_dot_product_attention(q, q, q)\ng(q)\n"
+        "def f():\n    return q.sum()",
+        call="f",
+    )
+    assert session.findings == [] and not Kernel(session).seen
+
+
+# A program that works for the graded calls: its CPU time while they run is evidence,
+# however it was started; one that sits idle is a note.
+SERVER = (
+    "import subprocess, sys\n"
+    "server = subprocess.Popen([sys.executable, '-c', 'import sys\\n"
+    "for line in sys.stdin:\\n    n = sum(i * i for i in range(400000))\\n"
+    "    print(n, flush=True)'], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)\n"
+    "def f():\n    for _ in range(5):\n        server.stdin.write('go\\n'); server.stdin.flush()\n"
+    "        server.stdout.readline()\n    return 1"
+)
+
+
+@pytest.mark.kernel
+def test_a_program_that_works_while_the_graded_calls_run_is_evidence():
+    session, _ = run(SERVER, call="f")
+    machinery = kinds(session).get("machinery", [])
+    assert any("s of CPU while the hidden tests ran" in m for m in machinery), kinds(session)
+    assert any("started a program" in m for m in kinds(session)["note"])
+
+
+@pytest.mark.kernel
+def test_an_idle_program_and_a_shell_command_are_notes():
+    session, _ = run(
+        "import subprocess\nsleeper = subprocess.Popen(['sleep', '600'])",
+        "import os\nos.system('true')",
+        "import threading\nthreading.Thread(target=lambda: None).start()",
+        "def f():\n    print('x' * 1_000_000)\n    return 1",
+        call="f",
+    )
+    found = kinds(session)
+    assert set(found) == {"note"}, found
+    assert "started a program: sleep 600" in found["note"]
+    assert "ran a shell command: true" in found["note"]
+    assert not Kernel(session).seen
+
+
+@pytest.mark.kernel
+def test_a_program_started_by_a_graded_call_is_evidence():
+    session, _ = run(
+        "import subprocess\ndef f():\n    return subprocess.run(['true']).returncode", call="f"
+    )
+    assert any("during a hidden test: true" in m for m in kinds(session)["machinery"])
 
 
 @pytest.mark.kernel

@@ -504,3 +504,30 @@ def test_pages_escape_candidate_text(tmp_path):
     assert "no such file &lt;script&gt;" in gone and "exit code 2: a problem with the input" in gone
     braces = (out / f"{names[cohort[3].notebook]}.html").read_text("utf-8")
     assert "<title>={cmd}().ipynb</title>" in braces and "</span>={cmd}().ipynb\n" in braces
+
+
+def test_a_notebook_cell_imitating_the_report_is_renamed_and_noted(tmp_path):
+    """The grader's report cell is the only one with its id and metadata."""
+    from grader.outputs.executed import executed_notebook
+
+    node = nbformat.read(ORIGINAL, as_version=4)
+    forged = nbformat.v4.new_markdown_cell("## Score 53/53", metadata={"grader": {"report": True}})
+    forged.id = "grader-report"
+    node.cells.append(forged)
+    path = tmp_path / "forged.ipynb"
+    nbformat.write(node, path)
+    outcome = _graded(str(path), "beta", 1)
+    executed = nbformat.reads(executed_notebook(outcome) or "", as_version=4)
+    reports = [c for c in executed.cells if c.get("metadata", {}).get("grader")]
+    assert [c.id for c in reports] == ["grader-report"] and reports[0] is executed.cells[-1]
+    assert executed.cells[-2].id == f"notebook-cell-{len(node.cells)}"
+    assert f"own cell {len(node.cells)} imitated this report" in executed.cells[-1].source
+
+
+@pytest.mark.parametrize("mark", ["\u202e", "\u2066", "\u200b", "\u2028", "\ufeff"])
+def test_text_that_reorders_or_hides_itself_is_escaped_everywhere(mark):
+    message = f"expected 1{mark}0 got 2"
+    report = _report("nb.ipynb", "beta", 1, message)
+    escaped = f"\\u{ord(mark):04x}"
+    for text in (to_markdown(report), to_gradescope(report), to_junit(report)):
+        assert mark not in text and escaped in text

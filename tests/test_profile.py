@@ -396,22 +396,28 @@ def test_profile_of_a_solution(exercise):
         assert "causal mask" in profile["baseline"]
 
 
+def _module_profiled(tmp_path, first_lines: str, call_timeout: float):
+    """mha_module's solution with `first_lines` at the top of forward, graded and profiled."""
+    solution = nbformat.read(SOLUTIONS / "mha_module.ipynb", as_version=4)
+    old = "        Q = self._split_heads(self.W_Q(query))\n"
+    path = tmp_path / "profiled.ipynb"
+    nbformat.write(apply(solution, Mutant("profiled", old, first_lines + old, "shapes")), path)
+    return grade_notebook(path, limits=Limits(profile=True, call_timeout=call_timeout))
+
+
 @pytest.mark.kernel
 def test_a_forward_that_fails_at_long_lengths_gets_rows_saying_so(tmp_path):
     """It raises at T = 512 and hangs from T = 1024: rows say so, T = 2048 is not run, and
     the grade is untouched (the suite's inputs are short)."""
-    solution = nbformat.read(SOLUTIONS / "mha_module.ipynb", as_version=4)
-    old = "        Q = self._split_heads(self.W_Q(query))\n"
-    new = (
+    report = _module_profiled(
+        tmp_path,
         "        if query.shape[1] == 512:\n"
         "            raise RuntimeError('sequence too long for this notebook')\n"
         "        if query.shape[1] >= 1024:\n"
         "            import time\n"
-        "            time.sleep(60)\n" + old
+        "            time.sleep(60)\n",
+        call_timeout=4,
     )
-    path = tmp_path / "fails_long.ipynb"
-    nbformat.write(apply(solution, Mutant("fails_long", old, new, "shapes")), path)
-    report = grade_notebook(path, limits=Limits(profile=True, call_timeout=4))
     assert report.score == report.max_score
     rows = {row["T"]: row for row in report.profile["rows"]}
     assert sorted(rows) == list(CPU_LENGTHS)
@@ -427,6 +433,23 @@ def test_a_forward_that_fails_at_long_lengths_gets_rows_saying_so(tmp_path):
     console = Console(file=io.StringIO(), width=160, color_system=None)
     render_profile(report.profile, console)
     assert "T=1024: timed out" in console.file.getvalue()
+
+
+@pytest.mark.kernel
+def test_a_forward_that_fakes_its_speed_is_not_timed_and_the_grading_goes_on(tmp_path):
+    """At the profile's sizes it returns `empty_like` at once (no attention computed): the
+    output is checked before it is timed, so no ratio is reported, and the candidate's
+    fault never becomes the grader's (no exit 3, no ZeroDivisionError)."""
+    report = _module_profiled(
+        tmp_path,
+        "        if query.shape[1] >= 128:\n            return torch.empty_like(query), None\n",
+        call_timeout=10,
+    )
+    assert report.score == report.max_score
+    rows = report.profile["rows"]
+    assert rows[0]["error"].startswith("not timed: wrong output at T=128")
+    assert all(row["time_ratio"] is None and row["candidate_ms"] is None for row in rows)
+    assert not any("faster" in line for line in report.profile["summary"])
 
 
 @pytest.mark.kernel

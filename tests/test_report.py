@@ -179,7 +179,7 @@ def test_an_ordinary_report_reads_as_before():
     for text in (
         "Exercise  demo — Demo",
         "Notebook  nb.ipynb",
-        "Duration  1.2 s   (torch 2.3.0)",
+        "Duration  1.2 s   (torch 2.3.0, NOT sandboxed)",
         "wrong answer: expected shape (2, 5, 16), got (2, 5, 8)",
         "not implemented: forward",
         "NameError: name 'x' is not defined",
@@ -257,12 +257,14 @@ def test_json_keeps_its_fields_and_candidate_text():
     assert data["cut_output"][0]["cut"] == 12_345
 
 
-def test_gradescope_keeps_its_fields_and_candidate_text():
+def test_gradescope_keeps_its_fields_and_shows_candidate_text_escaped():
+    """Gradescope shows `output` to the student: control, bidi and zero-width characters
+    arrive as escapes, as on the card."""
     data = json.loads(to_gradescope(_hostile_report()))
     assert set(data) == {"score", "execution_time", "output", "tests", "extra_data"}
-    assert data["tests"][0]["output"] == f"failed: {encodable(HOSTILE)}"
+    assert data["tests"][0]["output"] == f"failed: {printable(HOSTILE)}"
     assert data["extra_data"]["grader_version"] == "1.0 \\udc80\\ud800"
-    assert f"Cell 2 (error): {encodable(HOSTILE)}" in data["output"]
+    assert f"Cell 2 (error): {printable(HOSTILE)}" in data["output"]
 
 
 def test_json_of_an_ordinary_report_is_unchanged():

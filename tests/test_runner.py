@@ -225,3 +225,37 @@ def test_a_bug_in_a_check_exits_3_with_one_line_and_no_report(tmp_path, capfd, m
         assert "Traceback" in err and "float(y.sum()) / 0" in err
     else:
         assert err.count("\n") == 1 and "Traceback" not in err
+
+
+# -- what the candidate may read runs before any hidden test -------------------------------
+
+
+def _ordered_exercise(ran: list[str]) -> Exercise:
+    exercise = Exercise(
+        id="demo", title="Demo", seed="-", levels=["one", "two", "three"], defines=("f",)
+    )
+    for name, level, hidden in [
+        ("hidden_1", "one", True), ("public_1", "one", False), ("hidden_2", "two", True),
+        ("hidden_3", "three", True), ("public_3", "three", False),
+    ]:  # fmt: skip
+
+        def check(kernel, _name=name):
+            ran.append(_name)
+
+        check.__name__ = name
+        exercise.check(level, hidden=hidden)(check)
+    return exercise
+
+
+@pytest.mark.parametrize(
+    ("reveal", "first"),
+    [(None, ["public_1", "public_3"]), (2, ["hidden_1", "public_1", "hidden_2", "public_3"])],
+)
+def test_shown_tests_run_before_any_hidden_one_and_the_report_keeps_level_order(reveal, first):
+    """A graded call that remembers every input cannot put a hidden test's input in a
+    message the candidate's card shows (`--reveal N`: levels 1..N are shown too)."""
+    ran: list[str] = []
+    exercise = _ordered_exercise(ran)
+    results = run_checks(exercise, Kernel(FakeSession()), Limits(reveal=reveal), math.inf)
+    assert ran[: len(first)] == first
+    assert [r.id for r in results] == [c.id for c in exercise.checks]

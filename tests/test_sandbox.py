@@ -75,7 +75,7 @@ def test_sandbox_blocks_the_network(tmp_path):
         assert accepted == []
         assert sandboxed.returncode == 0  # the cell's error is data, the suite still passes
         assert any("Error" in m for m in cell_errors(sandboxed)), cell_errors(sandboxed)
-        plain = graded_with(tmp_path, cell)
+        plain = graded_with(tmp_path, cell, "--no-sandbox")
         assert cell_errors(plain) == [] and len(accepted) == 1
     finally:
         server.close()
@@ -102,7 +102,7 @@ def test_the_grader_process_is_out_of_sight(tmp_path):
     itself finds `grade` from outside the namespace: this process sees it.)"""
     graded = graded_with(tmp_path, HUNT_FOR_THE_GRADER, "--sandbox")
     assert cell_errors(graded) == []
-    assert cell_errors(graded_with(tmp_path, HUNT_FOR_THE_GRADER)) == []
+    assert cell_errors(graded_with(tmp_path, HUNT_FOR_THE_GRADER, "--no-sandbox")) == []
     stand_in = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "grader.cli"])
     try:
         hunt = subprocess.run([sys.executable, "-c", HUNT_FOR_THE_GRADER], capture_output=True)
@@ -119,7 +119,7 @@ def test_sandbox_has_a_private_tmp(tmp_path):
     try:
         graded_with(tmp_path, cell, "--sandbox")
         assert not marker.exists()
-        graded_with(tmp_path, cell)
+        graded_with(tmp_path, cell, "--no-sandbox")
         assert marker.exists()
     finally:
         marker.unlink(missing_ok=True)
@@ -133,7 +133,9 @@ def test_sandbox_hides_the_home_folder(tmp_path):
     canary.write_text("the interviewer's secret")
     try:
         assert cell_errors(graded_with(tmp_path, cell, "--sandbox")) == []
-        assert "home is readable" in " ".join(cell_errors(graded_with(tmp_path, cell)))
+        assert "home is readable" in " ".join(
+            cell_errors(graded_with(tmp_path, cell, "--no-sandbox"))
+        )
     finally:
         canary.unlink(missing_ok=True)
 
@@ -156,7 +158,7 @@ def test_sandbox_keeps_the_graders_environment_out(tmp_path):
     wherever bubblewrap is installed; without it, the README says what a program the
     notebook starts can read)."""
     secrets = {"GRADER_TEST_SECRET": CANARY, "GITHUB_TOKEN": CANARY}
-    for flags in (["--sandbox"], []):
+    for flags in (["--sandbox"], ["--no-sandbox"]):
         graded = graded_with(tmp_path, READ_EVERY_ENVIRONMENT, *flags, env=secrets)
         assert cell_errors(graded) == ["RuntimeError: leaked: False"], flags
         assert CANARY not in graded.stdout + graded.stderr
@@ -183,7 +185,9 @@ def test_sandbox_hides_neighbouring_gradings_wherever_tmpdir_is(tmp_path):
             graded_with(tmp_path, cell, "--sandbox", env={"TMPDIR": str(tmpdir)})
         )
         assert "grader-" in sandboxed and "grader-neighbour" not in sandboxed, sandboxed
-        [plain] = cell_errors(graded_with(tmp_path, cell, env={"TMPDIR": str(tmpdir)}))
+        [plain] = cell_errors(
+            graded_with(tmp_path, cell, "--no-sandbox", env={"TMPDIR": str(tmpdir)})
+        )
         assert "grader-neighbour" in plain, plain
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
@@ -198,3 +202,66 @@ def test_sandbox_without_bubblewrap_exits_2(tmp_path):
     )  # fmt: skip
     assert done.returncode == 2
     assert "--sandbox needs bubblewrap" in done.stderr and done.stderr.count("\n") == 1
+
+
+# -- the allow-list, with no privileges, on by default ------------------------------------
+
+WALK_FOR_SOLUTIONS = """\
+import os
+found = []
+for top in ["/"]:
+    for folder, subfolders, files in os.walk(top):
+        subfolders[:] = [s for s in subfolders if s not in ("proc", "sys", "dev")]
+        found += [
+            os.path.join(folder, f) for f in files
+            if f.endswith(".ipynb") or f == "catalog.json"
+            or f == "_attention.py" and folder.endswith("exercises")
+        ]
+raise RuntimeError(f"found: {sorted(found)[:5]}")
+"""
+
+
+@needs_bwrap
+def test_sandbox_is_on_by_default_and_shows_no_solutions_or_suites(tmp_path):
+    """Walking the whole disk from the kernel finds no notebook and no suite: the clone
+    (solutions/, exercises/, tests/) is not in the allow-list. Without the sandbox the
+    same walk finds them (the test can fail)."""
+    graded = graded_with(tmp_path, WALK_FOR_SOLUTIONS)
+    assert graded.report["sandboxed"] is True
+    assert cell_errors(graded) == ["RuntimeError: found: []"], cell_errors(graded)
+    plain = graded_with(tmp_path, WALK_FOR_SOLUTIONS, "--no-sandbox")
+    assert plain.report["sandboxed"] is False
+    assert cell_errors(plain) != ["RuntimeError: found: []"]
+
+
+PRIVILEGES = """\
+import subprocess
+status = open("/proc/self/status").read()
+caps = [line for line in status.splitlines() if line.startswith(("CapEff", "CapBnd", "NoNewPrivs"))]
+tries = subprocess.run(
+    "umount /root; mount -o remount,rw /; mount -t tmpfs none /usr; touch /usr/x /etc/x /x",
+    shell=True, capture_output=True, text=True,
+)
+ok = [name for name in ("/usr/x", "/etc/x", "/x") if __import__("os").path.exists(name)]
+raise RuntimeError(f"{caps} wrote {ok}")
+"""
+
+
+@needs_bwrap
+def test_sandbox_holds_no_privileges_whoever_runs_the_grader(tmp_path):
+    """As root too (CI, containers, Gradescope): no capability, no_new_privs, and no way
+    to unmount, remount or write outside the scratch space."""
+    [message] = cell_errors(graded_with(tmp_path, PRIVILEGES))
+    assert "CapEff:\\t0000000000000000" in message and "CapBnd:\\t0000000000000000" in message
+    assert "NoNewPrivs:\\t1" in message and message.endswith("wrote []"), message
+
+
+@needs_bwrap
+def test_sandbox_tmp_is_bounded(tmp_path):
+    cell = (
+        "import os\nblock = b'x' * (1 << 20)\ntry:\n    with open('/tmp/fill', 'wb') as f:\n"
+        "        for _ in range(1024):\n            f.write(block)\nexcept OSError as e:\n"
+        "    raise RuntimeError(f'bounded at {os.path.getsize(\"/tmp/fill\") >> 20} MiB')"
+    )
+    [message] = cell_errors(graded_with(tmp_path, cell))
+    assert message.startswith("RuntimeError: bounded at ") and int(message.split()[-2]) <= 256

@@ -449,13 +449,27 @@ def test_require_clean_source_names_the_first_finding():
     from grader.integrity import require_clean_source
     from grader.integrity import scan as integrity_scan
 
-    sources = [IMPORTS, USES_SDPA, "import threading"]
+    sources = [IMPORTS, USES_SDPA, USES_SDPA, "import threading"]
     assert integrity_scan(sources, FORBIDDEN) == scan(sources, FORBIDDEN)
     with pytest.raises(
         Failed, match=r"code cell 2, line 2: uses scaled_dot_product_attention \(\+1 more\)"
     ):
         require_clean_source(sources, FORBIDDEN, ATTENTION)
     require_clean_source([IMPORTS, "x = 1"], FORBIDDEN, ATTENTION)
+
+
+def test_machinery_and_magics_are_notes_not_a_failed_source_check():
+    # A penalty needs evidence: a shell command, a thread or subprocess in the source is a
+    # note on the card; only a built-in the graded code names fails the source check.
+    from grader.integrity import require_clean_source
+    from grader.scan import scan_cells
+
+    sources = [IMPORTS, "!ls -la\n%env X=1\nimport subprocess, threading\n", "x = 1"]
+    require_clean_source(sources, FORBIDDEN, ATTENTION)
+    result = scan_cells(sources, FORBIDDEN)
+    assert result.builtins == ()
+    assert [n.message for n in result.notes][:1] == ["ran a shell command: ls -la"]
+    assert len(result.notes) >= 3
 
 
 @pytest.mark.parametrize(

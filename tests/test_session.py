@@ -146,3 +146,29 @@ def test_a_channel_error_is_no_answer_and_interrupts_only_a_loop_out_of_step(tmp
     assert log == ["start", "call:error", *steps]
     assert session.calls == 1 and session.restarts == 0
     assert session.call({"op": "call"}) == {"value": None}
+
+
+def _frame(tree: object, blob: bytes = b"") -> bytes:
+    import json
+
+    structure = json.dumps(tree).encode()
+    return wire._WIRE_LENGTH.pack(len(structure)) + structure + blob
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"T": ["float32", [0, 2**70], 0, 0, [1, 1]]},  # a size past int64, empty
+        {"T": ["float32", [2**63 + 5], 0, 4, [1]]},  # past int64
+        {"T": ["float32", [2, 2], 0, 16, [2**62, 1]]},  # a stride torch cannot hold
+        {"size": [2**70]},
+    ],
+)
+def test_a_forged_answer_is_no_answer_never_a_grader_error(entry):
+    """What the graded code forges on the wire is that call's `no answer` (the
+    candidate's failure, exit 0 or 1), never an exception out of the grader."""
+    from grader.kernel.session import read_answer
+    from grader.outcomes import NoAnswer
+
+    with pytest.raises(NoAnswer, match="malformed (tensor entry|structure)"):
+        read_answer(_frame({"d": {"value": entry}}, b"\0" * 16))

@@ -44,6 +44,13 @@ fi
 "$VENV/bin/pip" install --index-url https://download.pytorch.org/whl/cpu "torch==$TORCH"
 "$VENV/bin/pip" install -c "$HERE/grader-src/constraints.txt" "$HERE/grader-src"
 
+# The candidate's code runs as this user (run_autograder passes --kernel-user): it can
+# neither read the autograder's source nor write its scripts or results.
+id -u grader-kernel >/dev/null 2>&1 ||
+  useradd --system --no-create-home --shell /usr/sbin/nologin grader-kernel
+# The sandbox, where the image allows it (each grading says whether it was sandboxed).
+apt-get install -y --no-install-recommends bubblewrap || true
+
 # Fail the image build now rather than at the first submission.
 flags=()
 if [ -n "$EXERCISES_DIR" ]; then

@@ -8,9 +8,10 @@ cell. It installs observation points that candidate code cannot switch off:
   writes into the Python environment, `gc` walks, reads of the guard's own functions'
   internals and redirections of the record channel; threads and processes started during
   a hidden test are recorded;
-- for each aten op the exercise watches (``watch["dispatch"]``, e.g.
-  ``scaled_dot_product_attention``), a kernel at the dispatcher (CPU and autograd keys)
-  that records every call from any thread, then runs torch's own kernel;
+- for each aten op the exercise watches (``watch["dispatch"]``, and every registered op
+  matching ``watch["dispatch_pattern"]``: for attention, the public op and the private
+  and composite ones behind it), a kernel at the dispatcher that records every call from
+  any thread, then runs torch's own kernel (see `_watch_torch`);
 - the code of each Python function the exercise watches (``watch["instrument"]``, dotted
   paths such as ``torch.nn.functional.multi_head_attention_forward``) replaced in place,
   so every reference to it, from any thread, records its calls.
@@ -25,7 +26,11 @@ import contextlib
 import json
 import os
 import sys
+import time
 import types
+
+# A built-in seen again at the same place is sent again after this many seconds.
+_BUILTIN_REPEAT = 0.05
 
 
 def _make_recorder(fd, cell_prefix, workdir):
@@ -47,15 +52,21 @@ def _make_recorder(fd, cell_prefix, workdir):
         _where=where,
         _write=os.write,
         _fd=fd,
-        _sent=set(),  # noqa: B006 (private on purpose: only the recorder holds it)
+        _sent={},  # noqa: B006 (private on purpose: only the recorder holds it)
         _dumps=json.dumps,
         _suppress=contextlib.suppress,
+        _clock=time.monotonic,
     ):
         file, line = _where()
         key = (kind, message, file, line)
-        if key in _sent:
+        now = _clock()
+        last = _sent.get(key)
+        # Once per distinct record; a built-in again after a pause: the grader tells the
+        # notebook's own cells from the hidden tests by when a sighting arrives, so a
+        # sighting at a place seen in a cell must be sent again when a test repeats it.
+        if last is not None and (kind != "builtin" or now - last < _BUILTIN_REPEAT):
             return
-        _sent.add(key)
+        _sent[key] = now
         data = _dumps({"k": kind, "m": message, "f": file, "l": line}) + "\n"
         # A child that closed its descriptors cannot write; in the kernel, the grader
         # checks from outside that the channel is still there.
@@ -77,7 +88,7 @@ def install_guard(fd, config):
     state = {"active": False, "busy": False}
     protected: list[object] = []
     _watch_torch(torch, record, state, protected, workdir, config.get("watch") or {})
-    _watch_threads(record, state, protected)
+    _watch_threads(record, state, protected, workdir)
     hook = _make_hook(record, state, protected, config, workdir)
     sys.addaudithook(hook)
     os.write(fd, (json.dumps({"k": "pid", "m": str(os.getpid())}) + "\n").encode())
@@ -85,38 +96,65 @@ def install_guard(fd, config):
 
 
 def _watch_torch(torch, record, state, protected, workdir, watch):
-    """Record calls of the exercise's built-ins from any thread, during hidden tests."""
+    """Record calls of the exercise's built-ins from any thread, at any time (the grader
+    tells the hidden tests from the notebook's own cells by when a sighting arrives).
+
+    At the dispatcher: every aten op named in ``watch["dispatch"]`` or whose name matches
+    ``watch["dispatch_pattern"]`` (derived from the ops torch registered, private and
+    composite ones included). A composite op gets a kernel at the CPU (and CUDA) and
+    autograd keys that records, then runs the composite; any other op gets one at
+    BackendSelect (below autograd, so gradients are untouched, and reached in inference
+    mode too) that records, then redispatches to torch's own kernel. Calls that name a
+    dispatch key (``OpOverload._op_dk``, ``torch._C._get_operation_overload``) record too.
+    """
     import importlib
+    import re
     import warnings
 
     from torch._C import DispatchKey
 
-    dispatch = watch.get("dispatch", ())
-    library = torch.library.Library("aten", "IMPL") if dispatch else None
-    keys = ["CPU", "AutogradCPU"] + (["CUDA", "AutogradCUDA"] if torch.cuda.is_available() else [])
-    for name in dispatch:
-        op = getattr(torch.ops.aten, name).default
-
-        def kernel(
-            *args,
-            _op=op,
-            _key=DispatchKey.CompositeImplicitAutograd,
-            _state=state,
-            _record=record,
-            _name=name,
-            **kwargs,
-        ):
-            if _state["active"]:
-                _record("builtin", _name)
-            return _op._op_dk(_key, *args, **kwargs)
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for key in keys:
-                library.impl(name, kernel, key)  # type: ignore[union-attr]  # set when dispatch is
-        protected.append(kernel)
+    names = set(watch.get("dispatch", ()))
+    pattern = watch.get("dispatch_pattern")
+    if pattern:
+        found = re.compile(pattern)
+        for full in torch._C._dispatch_get_all_op_names():
+            namespace, _, name = full.partition("::")
+            if namespace == "aten" and found.search(name):
+                names.add(name.partition(".")[0])
+    library = torch.library.Library("aten", "IMPL") if names else None
+    cuda = torch.cuda.is_available()
+    composite_keys = ["CPU", "AutogradCPU"] + (["CUDA", "AutogradCUDA"] if cuda else [])
+    below = torch._C._dispatch_keyset_full_after(DispatchKey.BackendSelect)
+    watched = {}
+    for name in sorted(names):
+        packet = getattr(torch.ops.aten, name, None)
+        if packet is None:
+            continue
+        for overload in packet.overloads():
+            op = getattr(packet, overload)
+            qualified = name if overload == "default" else f"{name}.{overload}"
+            composite = torch._C._dispatch_has_kernel_for_dispatch_key(
+                op.name(), "CompositeImplicitAutograd"
+            )
+            if composite:
+                kernel = _composite_kernel(op, record, name)
+                keys, options = composite_keys, {}
+            else:
+                kernel = _backend_kernel(op, record, name, below)
+                keys, options = ["BackendSelect"], {"with_keyset": True}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for key in keys:
+                    try:
+                        library.impl(qualified, kernel, key, **options)  # type: ignore[union-attr]
+                    except RuntimeError:  # an op this build cannot take a kernel for
+                        break
+            protected.append(kernel)
+            op._op_dk = _keyed(op._op_dk, record, name)
+            watched[op.name()] = name
     if library is not None:
         torch.library._keep_alive.append(library)
+    _watch_keyed_lookups(torch, record, watched, protected)
 
     for path in watch.get("instrument", ()):
         module, _, rest = path.partition(":")
@@ -124,19 +162,67 @@ def _watch_torch(torch, record, state, protected, workdir, watch):
         *parents, name = rest.split(".")
         for part in parents:
             owner = getattr(owner, part)
-        sighting = _during_tests(record, state, "builtin", rest)
+        sighting = _always(record, "builtin", rest)
         protected.append(_instrument(getattr(owner, name), sighting))
     # Registering kernels is how code would replace the dispatcher-level watch.
     sighting = _from_notebook(record, workdir, "machinery", "torch.library: registers kernels")
     protected.append(_instrument(torch.library.Library.__init__, sighting))
 
 
-def _during_tests(record, state, kind, message):
-    """A sighting recorded while a hidden test runs, from any thread."""
+def _composite_kernel(op, record, name):
+    """Records, then runs the op's composite (its autograd comes from what it calls)."""
+    from torch._C import DispatchKey
 
-    def sighting(_state=state, _record=record, _kind=kind, _message=message):
-        if _state["active"]:
-            _record(_kind, _message)
+    def kernel(*args, _dk=op._op_dk, _record=record, _name=name, **kwargs):
+        _record("builtin", _name)
+        return _dk(DispatchKey.CompositeImplicitAutograd, *args, **kwargs)
+
+    return kernel
+
+
+def _backend_kernel(op, record, name, below):
+    """At BackendSelect: records, then hands the call on to torch's own kernel."""
+
+    def kernel(keyset, *args, _op=op, _record=record, _name=name, _below=below, **kwargs):
+        _record("builtin", _name)
+        return _op.redispatch(keyset & _below, *args, **kwargs)
+
+    return kernel
+
+
+def _keyed(call, record, name):
+    """A call of an op at a named dispatch key (which skips the dispatcher's watch),
+    recorded first."""
+
+    def keyed(key, *args, _call=call, _record=record, _name=name, **kwargs):
+        _record("builtin", _name)
+        return _call(key, *args, **kwargs)
+
+    return keyed
+
+
+def _watch_keyed_lookups(torch, record, watched, protected):
+    """`torch._C._get_operation_overload` hands out an op's callables afresh: the one that
+    takes a dispatch key is wrapped for the watched ops."""
+    original = torch._C._get_operation_overload
+
+    def get_operation_overload(name, overload, *rest, _original=original, _watched=watched):
+        found = _original(name, overload, *rest)
+        short = _watched.get(name)
+        if short is None or not isinstance(found, tuple) or len(found) != 3:
+            return found
+        op, op_dk, tags = found
+        return op, _keyed(op_dk, record, short), tags
+
+    torch._C._get_operation_overload = get_operation_overload
+    protected.append(get_operation_overload)
+
+
+def _always(record, kind, message):
+    """A sighting recorded whenever the watched function runs, from any thread."""
+
+    def sighting(_record=record, _kind=kind, _message=message):
+        _record(_kind, _message)
 
     return sighting
 
@@ -179,11 +265,16 @@ def _instrument(function, sighting):
     return function
 
 
-def _watch_threads(record, state, protected):
-    """Record threads started while a hidden test runs (a built-in run from another thread
-    escapes per-thread observers; the guard's other watches see it, this says how)."""
+def _watch_threads(record, state, protected, workdir):
+    """Note threads the notebook's code starts while a graded call runs. A thread is no
+    evidence (the dispatcher-level watch sees a built-in on any thread); the note says how a
+    built-in seen got there. Threads the kernel starts for itself (output, heartbeat,
+    history) are never the candidate's: the first caller outside the standard library must
+    be the notebook's code."""
     import _thread
     import threading
+
+    started_by_notebook = _first_caller_is_notebook(workdir)
 
     def start(
         function,
@@ -193,14 +284,47 @@ def _watch_threads(record, state, protected):
         _start=_thread.start_new_thread,
         _state=state,
         _record=record,
+        _notebook=started_by_notebook,
     ):
-        if _state["active"]:
-            _record("machinery", "started a thread during a hidden test")
+        if _state["active"] and _notebook(2):
+            _record("note", "started a thread during a hidden test")
         return _start(function, args, kwargs or {}, *rest)
 
     _thread.start_new_thread = start
     setattr(threading, "_start_new_thread", start)  # noqa: B010 (a private name of threading)
     protected.append(start)
+
+
+def _first_caller_is_notebook(workdir):
+    """is_notebook(depth): whether the first frame from `depth` up (0 is is_notebook's own)
+    that is not the standard library's (nor importlib's frozen code) is the notebook's code: a cell, or a module
+    the notebook wrote into its folder. IPython, ipykernel, torch and numpy doing their own
+    work (a reload, an output thread, a lazy import of ctypes) are not the notebook."""
+    import sysconfig
+
+    stdlib = tuple(
+        os.path.realpath(sysconfig.get_paths()[key]) + os.sep for key in ("stdlib", "platstdlib")
+    )
+
+    def is_notebook(
+        depth,
+        _getframe=sys._getframe,
+        _stdlib=stdlib,
+        _workdir=workdir,
+        _packages=("site-packages", "dist-packages"),
+    ):
+        frame = _getframe(depth)
+        while frame is not None:
+            name = frame.f_code.co_filename
+            library = name.startswith("<frozen") or (
+                name.startswith(_stdlib) and not any(p in name for p in _packages)
+            )
+            if not library:
+                return "/ipykernel_" in name or name.startswith(_workdir)
+            frame = frame.f_back
+        return False
+
+    return is_notebook
 
 
 # Installing a package runs no code in the kernel (it imports only the declared
@@ -212,15 +336,16 @@ _INSTALL = __import__("re").compile(
 
 
 def _command(args):
-    """The command line of a process-starting audit event, as one string."""
-    parts = []
-    for arg in args:
-        if isinstance(arg, (str, bytes)):
-            parts.append(arg if isinstance(arg, str) else arg.decode(errors="replace"))
-        elif isinstance(arg, (list, tuple)):
-            parts.extend(str(a) for a in arg)
+    """(the command line of a process-starting audit event, whether it runs through a
+    shell): the argument list when the event has one, else its first string."""
+    command = next((a for a in args if isinstance(a, (list, tuple))), None)
+    if command is None:
+        command = [next((a for a in args if isinstance(a, (str, bytes))), "")]
+    parts = [a.decode(errors="replace") if isinstance(a, bytes) else str(a) for a in command]
     text = " ".join(parts)
-    return text.split(" -c ", 1)[1] if " -c " in text else text
+    if " -c " in text and parts and parts[0].endswith("sh"):
+        return text.split(" -c ", 1)[1], True
+    return text, False
 
 
 # Reading frames is how code reaches the grader's locals up the stack.
@@ -314,6 +439,16 @@ def _make_hook(record, state, protected, config, workdir):
             frame = frame.f_back
         return False
 
+    def where_notebook(_getframe=sys._getframe, _workdir=workdir):
+        """Whether the notebook's code is anywhere on the stack of the event."""
+        frame = _getframe(3)
+        while frame is not None:
+            name = frame.f_code.co_filename
+            if "/ipykernel_" in name or name.startswith(_workdir):
+                return True
+            frame = frame.f_back
+        return False
+
     def candidate_reads_frames(_getframe=sys._getframe, _workdir=workdir, _helpers=_FRAME_HELPERS):
         """Whether the code that triggered the event is the notebook's, directly or
         through the standard library's frame helpers (inspect.currentframe, stack)."""
@@ -326,6 +461,8 @@ def _make_hook(record, state, protected, config, workdir):
             return False
         name = frame.f_code.co_filename
         return name.startswith(_workdir) or "/ipykernel_" in name
+
+    notebook = _first_caller_is_notebook(workdir)
 
     def hook(event, args, _watched=watched, _state=state, _protected=protected):
         if event not in _watched or _state["busy"]:
@@ -346,6 +483,7 @@ def _make_hook(record, state, protected, config, workdir):
         _frames=_FRAME_ATTRIBUTES,
         _install=_INSTALL.match,
         _command=_command,
+        notebook=notebook,
     ):
         if event == "import":
             name = str(args[0])
@@ -371,7 +509,8 @@ def _make_hook(record, state, protected, config, workdir):
         elif event in ("shutil.rmtree", "shutil.copytree"):
             check_path(event, args[-1] if event == "shutil.copytree" else args[0], True)
         elif event.startswith("gc."):
-            refuse("machinery", f"{event}() walks the interpreter's objects")
+            if where_notebook():  # not IPython's autoreload, say, between cells
+                refuse("machinery", f"{event}() walks the interpreter's objects")
         elif event in ("object.__getattr__", "object.__setattr__"):
             if args and any(args[0] is f for f in protected_functions):
                 refuse("machinery", f"{event.split('.')[1]} {args[1]} of the grader's watch")
@@ -381,16 +520,23 @@ def _make_hook(record, state, protected, config, workdir):
             if candidate_reads_frames():
                 _record("machinery", "reads interpreter frames (sys._getframe, inspect)")
         elif event in ("sys.settrace", "sys.setprofile", "sys._current_frames", "sys.addaudithook"):
-            _record("machinery", f"{event}()")
+            if notebook(3):
+                _record("machinery", f"{event}()")
         elif event.startswith("ctypes."):
-            _record("machinery", f"{event} (ctypes reaches below Python)")
+            if notebook(3):  # not IPython or torch importing ctypes for their own use
+                _record("machinery", f"{event} (ctypes reaches below Python)")
         elif _state["active"]:
-            _record("machinery", f"{event} during a hidden test")
+            command, _ = _command(args)
+            _record("machinery", f"started a program during a hidden test: {command[:200]}")
         elif event in ("os.fork", "os.forkpty"):
-            if not shell_escape():  # IPython's !cmd forks, then the command is judged
-                _record("machinery", f"{event}: a copy of the kernel the grader does not watch")
-        elif not _install(_command(args)):
-            _record("machinery", f"{event}: runs a program the grader does not watch")
+            if not shell_escape():  # IPython's !cmd forks, then the command is noted
+                _record("note", "forked the kernel (a copy the grader does not watch)")
+        else:
+            command, shell = _command(args)
+            shell = shell or event == "os.system"
+            what = "ran a shell command" if shell else "started a program"
+            if not _install(command):
+                _record("note", f"{what}: {command[:200]}")
 
     return hook
 

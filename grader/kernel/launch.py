@@ -15,8 +15,10 @@ from typing import Any
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 
+from grader.errors import KernelStartError
 from grader.kernel import processes as procs
 from grader.kernel import sandbox
+from grader.limits import Limits
 
 _HERE = Path(__file__).parent
 # The kernel-side code: the guard first (the shim's install calls it), the wire format, the
@@ -56,8 +58,72 @@ class _Specs(KernelSpecManager):
         return self._spec
 
 
+def sandboxed(limits: Limits) -> bool:
+    """Whether a grading with these limits runs its kernel in the sandbox: as asked
+    (`--sandbox`, `--no-sandbox`), else wherever bubblewrap works (as the kernel's user)."""
+    if limits.sandbox is not None:
+        return limits.sandbox
+    return sandbox.available(tuple(become(kernel_ids(limits.kernel_user))))
+
+
+def kernel_ids(user: str | None) -> tuple[int, int] | None:
+    """(uid, gid) the kernel runs as: `user`'s when the grader runs as root, else None (the
+    kernel runs as the grader's own user).
+
+    Raises:
+        KernelStartError: there is no such user.
+    """
+    if not user or os.geteuid() != 0:
+        return None
+    import pwd
+
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        raise KernelStartError(f"--kernel-user {user}: no such user") from None
+    return entry.pw_uid, entry.pw_gid
+
+
+# Drops to the kernel's user (argv: uid, gid, command...), then runs the command.
+_BECOME = (
+    "import os, sys; uid, gid = int(sys.argv[1]), int(sys.argv[2])\n"
+    "os.setgroups([]); os.setgid(gid); os.setuid(uid)\n"
+    "os.execv(sys.argv[3], sys.argv[3:])"
+)
+
+
+def become(ids: tuple[int, int] | None) -> list[str]:
+    """The prefix that runs a command as (uid, gid), with no supplementary groups; none
+    when `ids` is None."""
+    if ids is None:
+        return []
+    return [sys.executable, "-E", "-s", "-S", "-c", _BECOME, str(ids[0]), str(ids[1])]
+
+
+def hand_over(path: Path, ids: tuple[int, int] | None) -> None:
+    """Give the kernel's user a folder or file of the session (its scratch space, its
+    connection file); nothing to do when the kernel runs as the grader's own user."""
+    if ids is not None:
+        os.chown(path, *ids)
+
+
+class _Manager(AsyncKernelManager):
+    """A kernel manager whose connection file the kernel's user may read."""
+
+    kernel_ids: tuple[int, int] | None = None
+
+    def write_connection_file(self, **kwargs: Any) -> None:
+        super().write_connection_file(**kwargs)
+        hand_over(Path(self.connection_file), self.kernel_ids)
+
+
 def kernel_manager(
-    root: Path, tag: str, memory_bytes: int | None, sandboxed: bool
+    root: Path,
+    tag: str,
+    memory_bytes: int | None,
+    sandboxed: bool,
+    gpu: bool = False,
+    ids: tuple[int, int] | None = None,
 ) -> AsyncKernelManager:
     """A manager for a kernel of the grader's own Python, talking over Unix sockets in `root`.
 
@@ -68,7 +134,7 @@ def kernel_manager(
     Raises:
         KernelStartError: `sandboxed` and bubblewrap is missing.
     """
-    contained = sandboxed or sandbox.bwrap_path() is not None
+    contained = sandboxed or sandbox.available(tuple(become(ids)))
     argv = [
         sys.executable, "-E", "-s", "-S", "-B", "-c", _LAUNCH,
         str(memory_bytes or 0), json.dumps(kernel_path()),
@@ -86,14 +152,18 @@ def kernel_manager(
     if sandboxed:
         # Hide the folder that holds our scratch space too: other gradings' scratch
         # spaces (their connection files, their kernels' sockets) are there.
-        argv = sandbox.wrap(argv, writable=[root], hidden=grader_folders(), private=[root.parent])
+        argv = sandbox.wrap(
+            argv, writable=[root], hidden=grader_folders(), private=[root.parent], gpu=gpu
+        )
     elif contained:
         argv = sandbox.contain(argv)
-    manager = AsyncKernelManager(
+    argv = [*become(ids), *argv]  # the user first: bubblewrap then holds no privilege to drop
+    manager = _Manager(
         kernel_spec_manager=_Specs(argv, "message" if contained else "signal"),
         kernel_name="grader",
         transport="ipc",  # Unix sockets in our private folder: no TCP port for others to reach
     )
+    manager.kernel_ids = ids
     manager.client_class = "grader.kernel.process.BoundedKernelClient"
     manager.connection_file = str(root / f"kernel-{tag}.json")
     manager.ip = str(root / f"ipc-{tag}")

@@ -32,7 +32,7 @@ from grader.kernel import processes as procs
 from grader.kernel import wire
 from grader.kernel.cells import TIMEOUT_NAME, CellClient, Execution, cell_line, one_line
 from grader.kernel.channel import Channel, Transfer
-from grader.kernel.launch import kernel_manager, start_options
+from grader.kernel.launch import hand_over, kernel_ids, kernel_manager, sandboxed, start_options
 from grader.limits import Limits
 from grader.outcomes import Status
 from grader.signals import held
@@ -109,7 +109,14 @@ class KernelProcess:
         self.workdir.mkdir()
         home = self.root / f"home-{self.tag}"
         home.mkdir()
-        manager = kernel_manager(self.root, self.tag, self.limits.memory_bytes, self.limits.sandbox)
+        (home / "tmp").mkdir()
+        ids = kernel_ids(self.limits.kernel_user)
+        for folder in (self.root, self.workdir, home, home / "tmp"):
+            hand_over(folder, ids)
+        manager = kernel_manager(
+            self.root, self.tag, self.limits.memory_bytes, sandboxed(self.limits),
+            gpu=self.limits.device == "cuda", ids=ids,
+        )  # fmt: skip
         notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("")])
         client = CellClient(
             notebook,

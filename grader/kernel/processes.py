@@ -88,6 +88,29 @@ def _state(pid: int) -> bytes:
     return fields[0] if fields else b""
 
 
+def cpu_ticks(pid: int) -> tuple[int, int, int] | None:
+    """(parent pid, CPU time the process used, CPU time of the children it reaped), times
+    in clock ticks (user + system), read from /proc; None once it is gone."""
+    fields = _stat_fields(pid)
+    if not fields or fields[0] == b"Z":
+        return None
+    try:
+        return int(fields[1]), int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14])
+    except (IndexError, ValueError):
+        return None
+
+
+def command_line(pid: int, limit: int = 120) -> str:
+    """What `pid` runs, as one line (empty once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read(4096)
+    except OSError:
+        return ""
+    text = raw.rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def alive(pid: int) -> bool:
     """True while `pid` exists and is not a zombie."""
     return _state(pid) not in (b"", b"Z")

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from grader.errors import KernelStartError
+from grader.kernel import companions, wire
 from grader.kernel import processes as procs
-from grader.kernel import wire
 from grader.kernel.cells import CellRun, Execution, cell_run
 from grader.kernel.channel import (
     F_SETPIPE_SZ,
@@ -94,6 +94,10 @@ class Session:
         self._environment: dict[str, int] = {}
         self._records = self._records_w = -1
         self._records_inode = 0
+        # the session's processes when the hidden tests started (see companions)
+        self._tests_began: companions.Sample | None = None
+        self._work_noted = False
+        self._testing = False  # between the end of the cells and `end_tests`
 
     def __enter__(self) -> Session:
         try:
@@ -153,8 +157,10 @@ class Session:
 
     @property
     def findings(self) -> list[Finding]:
-        """Everything the guard reported, in order (see grader.records)."""
+        """Everything the guard reported, in order (see grader.records), and whether
+        another process worked while the hidden tests ran (see companions)."""
         self._read_records()
+        self._measure_work()
         return list(self._reader.findings)
 
     # -- calls from the hidden suite -------------------------------------------------
@@ -217,7 +223,10 @@ class Session:
         Raises:
             KernelStartError: the fresh kernel did not start (before the deadline).
         """
+        self._measure_work()
         self._stop()
+        self._drain()
+        self._reader.testing = False  # the replay is the notebook's own cells
         if self.expired:
             return
         self.restarts += 1
@@ -229,6 +238,8 @@ class Session:
                 return
             raise
         self._replay()
+        if self._testing:
+            self._begin_tests()
 
     def _replay(self) -> None:
         """Run again, without keeping output, the cells that ran to completion. A replayed
@@ -333,6 +344,8 @@ class Session:
         grading environment changed meanwhile. Runs to the end whatever signal arrives."""
         with held():
             self._end_watchdog()
+            with contextlib.suppress(Exception):  # never in the way of the cleanup
+                self._measure_work()
             self._stop()
             if self._root is not None:
                 shutil.rmtree(self._root, ignore_errors=True)
@@ -365,6 +378,47 @@ class Session:
             cell = cell_run(index, self._recover(run, interrupt=False), self.limits.cell_timeout)
             self.cells.append(cell)
         self._count_cut_output()
+        self._begin_tests()
+
+    # -- programs that work for the graded calls (see companions) -------------------
+
+    def _session_pids(self) -> tuple[int, int] | None:
+        """(the process the session launched, the kernel's pid), both as seen here."""
+        process = self._process
+        self._read_records()
+        if process is None or process.pid is None or not process.running or not self._reader.pids:
+            return None
+        kernel = self._kernel_host_pid(process)
+        return None if kernel is None else (process.pid, kernel)
+
+    def _begin_tests(self) -> None:
+        """The hidden tests start now: what the guard sent so far is the notebook's own
+        cells; from here on, a built-in it sees is the graded calls' (the kernel holds no
+        say in which phase a sighting falls). Sample every process of the session."""
+        self._read_records()
+        self._testing = self._reader.testing = True
+        pids = self._session_pids()
+        self._tests_began = companions.sample(pids[0], self._token) if pids else None
+
+    def end_tests(self) -> None:
+        """The hidden tests are over (the profile, which is never scored, may follow)."""
+        self._read_records()
+        self._measure_work()
+        self._testing = self._reader.testing = False
+
+    def _measure_work(self) -> None:
+        """Record, once, that programs other than the kernel used CPU while the hidden
+        tests ran: the graded calls talk to them (evidence, see grader.records)."""
+        if self._tests_began is None or self._work_noted:
+            return
+        pids = self._session_pids()
+        if pids is None:
+            return
+        now = companions.sample(pids[0], self._token)
+        seconds, command = companions.work(self._tests_began, now, pids[1])
+        if seconds >= companions.WORK_SECONDS:
+            self._work_noted = True
+            self._reader.add(Finding("machinery", companions.finding_message(seconds, command)))
 
     def _count_cut_output(self) -> None:
         """Add what the shim dropped at the source to each cell's count of cut output."""

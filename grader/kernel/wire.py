@@ -29,6 +29,11 @@ _WIRE_DTYPE_NAMES = (
 )  # fmt: skip
 
 
+# No tensor dimension or stride is this long (torch's sizes are int64; a forged entry
+# past it, or an empty tensor claiming one, is refused before torch sees it).
+_MAX_DIMENSION = 1 << 48
+
+
 @functools.cache
 def wire_dtypes():
     """{name: dtype} of every dtype the wire carries (torch is imported on first use, so
@@ -143,7 +148,13 @@ def unpack(payload, max_structure, max_tensors, max_depth, _loads=json.loads):
             f"the answer holds tensors of {total:,} bytes, more than the grader accepts "
             f"({max_tensors:,})"
         )
-    return _unwire_tree(tree, blob)
+    try:
+        return _unwire_tree(tree, blob)
+    except WireError:
+        raise
+    except (RuntimeError, ValueError, TypeError, OverflowError, IndexError) as e:
+        # what torch makes of a forged entry (a size past int64, a view it refuses)
+        raise WireError(f"a malformed tensor entry ({type(e).__name__})") from None
 
 
 def _tensor_bytes(tree, depth, max_depth):
@@ -176,7 +187,7 @@ def _claimed_bytes(entry):
     _, shape, _, nbytes, _ = entry
     if type(nbytes) is not int or not isinstance(shape, list):
         raise WireError("a malformed tensor entry")
-    if not all(type(n) is int and n >= 0 for n in shape):
+    if not all(type(n) is int and 0 <= n < _MAX_DIMENSION for n in shape):
         raise WireError("a malformed tensor entry")
     numel = 1
     for n in shape:
@@ -198,7 +209,11 @@ def _unwire_tree(tree, blob):
         return {key: _unwire_tree(item, blob) for key, item in body.items()}
     if tag == "T":
         return _tensor(body, blob)
-    if tag == "size" and isinstance(body, list) and all(type(n) is int for n in body):
+    if (
+        tag == "size"
+        and isinstance(body, list)
+        and all(type(n) is int and abs(n) < _MAX_DIMENSION for n in body)
+    ):
         return torch.Size(body)
     if tag == "dtype" and body in wire_dtypes():
         return wire_dtypes()[body]
@@ -211,7 +226,10 @@ def _tensor(entry, blob):
     name, shape, offset, nbytes, stride = entry  # checked by _claimed_bytes but the stride
     if not isinstance(stride, list) or len(stride) != len(shape):
         raise WireError("a malformed tensor entry")
-    if not all(type(n) is int and n >= 0 for n in stride) or type(offset) is not int:
+    if (
+        not all(type(n) is int and 0 <= n < _MAX_DIMENSION for n in stride)
+        or type(offset) is not int
+    ):
         raise WireError("a malformed tensor entry")
     dtype = wire_dtypes()[name]
     span = _span(shape, stride)

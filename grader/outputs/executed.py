@@ -50,7 +50,8 @@ def executed_notebook(outcome: Outcome) -> str | None:
             count += 1
             cell.execution_count = count
         cell.outputs = cell_outputs(run)
-    node.cells.append(_report_cell(outcome, node))
+    imitations = _disown_imitations(node)
+    node.cells.append(_report_cell(outcome, node, imitations))
     # A lone surrogate (JSON can carry one, UTF-8 cannot) only occurs inside a JSON
     # string, where its escape reads back as the same character.
     return encodable(nbformat.writes(node))
@@ -91,7 +92,24 @@ def _split_error(message: str) -> tuple[str, str]:
     return match["ename"], match["evalue"]
 
 
-def _report_cell(outcome: Outcome, node: nbformat.NotebookNode) -> nbformat.NotebookNode:
+def _disown_imitations(node: nbformat.NotebookNode) -> list[int]:
+    """The notebook's own cells that look like the grader's report (its id, its metadata):
+    renamed and untagged, so that the report appended is the only one. Returns their
+    numbers (from 1)."""
+    found = []
+    for number, cell in enumerate(node.cells, start=1):
+        marked = isinstance(cell.get("metadata", {}).get("grader"), dict)
+        if marked or str(cell.get("id", "")).startswith(REPORT_CELL_ID):
+            cell.get("metadata", {}).pop("grader", None)
+            if "id" in cell:
+                cell["id"] = f"notebook-cell-{number}"
+            found.append(number)
+    return found
+
+
+def _report_cell(
+    outcome: Outcome, node: nbformat.NotebookNode, imitations: list[int] | None = None
+) -> nbformat.NotebookNode:
     """The report as Markdown (candidate text escaped), tagged as the grader's."""
     if outcome.report is not None:
         source = to_markdown(outcome.report)
@@ -99,6 +117,12 @@ def _report_cell(outcome: Outcome, node: nbformat.NotebookNode) -> nbformat.Note
         source = (
             f"## Could not grade {markdown_literal(outcome.notebook)}\n\n"
             f"{markdown_literal(outcome.error)}"
+        )
+    if imitations:
+        cells = ", ".join(str(n) for n in imitations)
+        source += (
+            f"\n\n*The notebook's own cell {cells} imitated this report: renamed "
+            "(`notebook-cell-N`), not the grader's.*\n"
         )
     cell = nbformat.v4.new_markdown_cell(source, metadata={"grader": {"report": True}})
     del cell["id"]  # random; and cells have ids only since nbformat 4.5

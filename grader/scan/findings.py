@@ -33,10 +33,15 @@ class Finding:
 
 @dataclass(frozen=True)
 class ScanResult:
-    """Every torch built-in reference with where it sits, and the findings among them."""
+    """Every torch built-in reference with where it sits, and the findings among them:
+    `builtins`, the built-ins the graded code names (a from-scratch check fails on these),
+    and `notes`, the machinery and magics (shown on the card, never a penalty: what the
+    graded calls did is judged at run time)."""
 
     references: tuple[Finding, ...]
     findings: tuple[Finding, ...]
+    builtins: tuple[Finding, ...] = ()
+    notes: tuple[Finding, ...] = ()
 
 
 class _Recorder(_Bindings):
@@ -75,7 +80,7 @@ class _Recorder(_Bindings):
 
     def result(self) -> ScanResult:
         check = self._check_code()
-        refs, findings = [], list(self.flags)
+        refs, findings = [], []
         for ref, owner in self.refs:
             if owner is None or owner in check:
                 ref = Finding(ref.cell, ref.line, ref.message)
@@ -92,7 +97,8 @@ class _Recorder(_Bindings):
                     whose = "" if builtin.startswith("torch.") else "torch's "
                     message = f"binds {name} to {whose}{builtin}, which {qualname} uses"
                     findings.append(Finding(cell, line, message))
-        return ScanResult(_ordered(refs), _ordered(findings))
+        builtins, notes = _ordered(findings), _ordered(self.flags)
+        return ScanResult(_ordered(refs), _ordered([*self.flags, *findings]), builtins, notes)
 
     def _check_code(self) -> set[str]:
         """Top-level functions/classes that are check code (see the package docstring)."""

@@ -312,8 +312,9 @@ class _Reader(_Recorder):
 
     def magic(self, node: ast.Call, method: str, args: list[str]) -> None:
         if method in ("system", "getoutput"):
-            if not _INSTALL.match(args[0] if args else ""):
-                self.flag(node, "runs a shell command (!)")
+            command = args[0] if args else ""
+            if not _INSTALL.match(command):
+                self.flag(node, f"ran a shell command: {_shortened(command)}")
         elif method == "run_line_magic":
             self._line_magic(node, args[0], args[1])
         else:
@@ -324,7 +325,7 @@ class _Reader(_Recorder):
             self.code(_statement(line, _PYTHON_LINE[name]), node, self._line(node) - 1)
         elif name in _SHELL_LINE:
             if not _INSTALL.match(f"{name} {line}"):
-                self.flag(node, f"runs a shell command (%{name})")
+                self.flag(node, f"ran a shell command: %{name} {_shortened(line)}".rstrip())
         elif name in _CODE_LINE:
             self.flag(node, f"runs %{name}, which brings in code the scan does not see")
         elif name in _SETTINGS_LINE:
@@ -366,3 +367,9 @@ _HANDLERS = {
     for name, method in vars(_Reader).items()
     if name.startswith("visit_") and hasattr(ast, name[6:])
 }
+
+
+def _shortened(text: str, limit: int = 80) -> str:
+    """A command as the card shows it: one line, at most `limit` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
