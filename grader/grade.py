@@ -204,6 +204,8 @@ def build_report(
         notes.append("the notebook has no code cells")
     if restarts:
         notes.append(f"the kernel was restarted {restarts} time(s)")
+    if device.startswith("cuda"):
+        notes.append("on the GPU the kernel's memory is not capped (CUDA needs the address space)")
     if voided:
         notes.append("no credit: the notebook reached for the grader itself (see integrity)")
     cut = sum(c.output_cut for c in cells)

@@ -40,6 +40,13 @@ class Limits:
     kernel_user: str | None = None
 
     @property
+    def address_space_cap(self) -> int | None:
+        """The kernel's address-space cap: `memory_bytes`, except on a GPU, where CUDA
+        reserves address space for the whole device when it starts (an 8G cap makes
+        cudaGetDeviceCount fail): there the kernel's host memory is not capped."""
+        return None if self.device.startswith("cuda") else self.memory_bytes
+
+    @property
     def output_budget(self) -> tuple[int, int]:
         """Output kept per cell and in all, in characters (no limit: a budget never reached)."""
         cell, total = self.cell_output_bytes, self.total_output_bytes

@@ -214,7 +214,7 @@ for top in ["/"]:
         subfolders[:] = [s for s in subfolders if s not in ("proc", "sys", "dev")]
         found += [
             os.path.join(folder, f) for f in files
-            if f.endswith(".ipynb") or f == "catalog.json"
+            if f.startswith("mha_") and f.endswith(".ipynb") or f == "catalog.json"
             or f == "_attention.py" and folder.endswith("exercises")
         ]
 raise RuntimeError(f"found: {sorted(found)[:5]}")

@@ -114,7 +114,7 @@ class KernelProcess:
         for folder in (self.root, self.workdir, home, home / "tmp"):
             hand_over(folder, ids)
         manager = kernel_manager(
-            self.root, self.tag, self.limits.memory_bytes, sandboxed(self.limits),
+            self.root, self.tag, self.limits.address_space_cap, sandboxed(self.limits),
             gpu=self.limits.device == "cuda", ids=ids,
         )  # fmt: skip
         notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("")])
