@@ -283,6 +283,37 @@ def _run(job):
 
 DIRECT = "def _run(job):\n    return job()\n"
 
+# Every pipe the kernel writes to swapped for a dead end while the job runs, then put
+# back before the grader can look (it checks the channels' ends after each call).
+SILENCE_PIPES = """\
+import fcntl
+import os
+import stat
+
+
+def _run(job):
+    pipes = []
+    for fd in range(3, 256):
+        try:
+            writes = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY
+            if stat.S_ISFIFO(os.fstat(fd).st_mode) and writes:
+                pipes.append(fd)
+        except OSError:
+            pass
+    sink_r, sink_w = os.pipe()
+    saved = {fd: os.dup(fd) for fd in pipes}
+    try:
+        for fd in saved:
+            os.dup2(sink_w, fd)
+        return job()
+    finally:
+        for fd, copy in saved.items():
+            os.dup2(copy, fd)
+            os.close(copy)
+        os.close(sink_r)
+        os.close(sink_w)
+"""
+
 CLEAR_SEEN = """\
 import contextlib
 import sys
@@ -663,6 +694,9 @@ EVASIONS = [
     sdpa_case("patches_shim_mode_methods", WATCH_OFF, INTEGRITY, SDPA_JOINED, PATCH_SHIM_MODES),
     sdpa_case(
         "patches_mode_base_classes_enter", WATCH_OFF, INTEGRITY, SDPA_JOINED, PATCH_MODE_BASES
+    ),
+    sdpa_case(
+        "silences_every_pipe_around_each_call", WATCH_OFF, NO_CREDIT, SDPA_JOINED, SILENCE_PIPES
     ),
     # 3. an nn.MultiheadAttention held where the module check does not look
     module_case(

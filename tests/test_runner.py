@@ -249,7 +249,11 @@ def _ordered_exercise(ran: list[str]) -> Exercise:
 
 @pytest.mark.parametrize(
     ("reveal", "first"),
-    [(None, ["public_1", "public_3"]), (2, ["hidden_1", "public_1", "hidden_2", "public_3"])],
+    [
+        (None, ["public_1", "public_3"]),
+        (1, ["hidden_1", "public_1", "public_3"]),
+        (2, ["hidden_1", "public_1", "hidden_2", "public_3"]),
+    ],
 )
 def test_shown_tests_run_before_any_hidden_one_and_the_report_keeps_level_order(reveal, first):
     """A graded call that remembers every input cannot put a hidden test's input in a

@@ -33,9 +33,14 @@ import types
 _BUILTIN_REPEAT = 0.05
 
 
-def _make_recorder(fd, cell_prefix, workdir):
+def _make_recorder(fd, cell_prefix, workdir, state):
     """record(kind, message, depth): one JSON line to the grader, once per distinct record,
-    naming the candidate's cell file and line where the record was triggered."""
+    naming the candidate's cell file and line where the record was triggered. Before each
+    write it checks that `fd` is still the pipe the grader gave: one swapped in (os.dup2)
+    or closed while a graded call runs, and put back before the grader looks, sets
+    ``state["redirected"]``, which the shim reports with the call's answer."""
+
+    inode = os.fstat(fd).st_ino
 
     def where(_getframe=sys._getframe, _prefixes=(cell_prefix, workdir)):
         frame = _getframe(2)
@@ -56,7 +61,17 @@ def _make_recorder(fd, cell_prefix, workdir):
         _dumps=json.dumps,
         _suppress=contextlib.suppress,
         _clock=time.monotonic,
+        _fstat=os.fstat,
+        _inode=inode,
+        _state=state,
     ):
+        try:
+            same = _fstat(_fd).st_ino == _inode
+        except OSError:
+            same = False
+        if not same:
+            _state["redirected"] = True
+            return
         file, line = _where()
         key = (kind, message, file, line)
         now = _clock()
@@ -84,8 +99,8 @@ def install_guard(fd, config):
     from ipykernel.compiler import get_tmp_directory
 
     workdir = os.path.realpath(config["workdir"]) + os.sep
-    record = _make_recorder(fd, get_tmp_directory() + os.sep, workdir)
-    state = {"active": False, "busy": False}
+    state = {"active": False, "busy": False, "redirected": False}
+    record = _make_recorder(fd, get_tmp_directory() + os.sep, workdir, state)
     protected: list[object] = []
     _watch_torch(torch, record, state, protected, workdir, config.get("watch") or {})
     _watch_threads(record, state, protected, workdir)

@@ -195,7 +195,12 @@ class Session:
             raise CallTimeout(f"a call into the candidate's code ran past the {limit:g} s limit")
         if run.status == Status.ERROR:
             raise NoAnswer(run.message)
-        return read_answer(run.answer)
+        answer = read_answer(run.answer)
+        if answer.get("tampered"):
+            self._reader.add(
+                Finding("tamper", "the kernel redirected the grader's record channel during a call")
+            )
+        return answer
 
     # -- recovery: the one place that interrupts, restarts and replays --------------
 

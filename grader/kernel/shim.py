@@ -100,6 +100,8 @@ def install(fd, config, cell_output, total_output):
                 finally:
                     _state["active"] = False
                     _restore()
+                if _state["redirected"]:  # the guard found its channel swapped meanwhile
+                    response["tampered"] = "record"
                 data = _answer(response)
                 _write(_answers, _header.pack(sequence, len(data)) + data)
         finally:
