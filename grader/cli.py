@@ -216,7 +216,8 @@ def grading_parser() -> argparse.ArgumentParser:
         type=memory_limit,
         default=d.memory_bytes,
         metavar="SIZE",
-        help="cap on each kernel process's address space, e.g. 8G or 4G (at least "
+        help="cap on the kernel's memory, e.g. 8G or 4G: all its processes together where a "
+        "memory cgroup can be made, and each process's address space (at least "
         f"{format_size(MIN_MEMORY_BYTES)}: torch maps about 1.5G of it); none or 0: no cap "
         f"(default {format_size(d.memory_bytes)})",
     )

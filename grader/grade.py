@@ -205,7 +205,10 @@ def build_report(
     if restarts:
         notes.append(f"the kernel was restarted {restarts} time(s)")
     if device.startswith("cuda"):
-        notes.append("on the GPU the kernel's memory is not capped (CUDA needs the address space)")
+        notes.append(
+            "on the GPU the address-space cap is off (CUDA needs the address space): "
+            "--memory-limit holds only where a memory cgroup could be made"
+        )
     if voided:
         notes.append("no credit: the notebook reached for the grader itself (see integrity)")
     cut = sum(c.output_cut for c in cells)

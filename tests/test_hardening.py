@@ -286,3 +286,31 @@ def test_held_sections_nest(handlers):
             order.append("inner")
         order.append("outer")
     assert order == ["inner", "outer"]
+
+
+# -- --memory-limit caps what the kernel holds, all its processes together ------------------
+
+SPREAD_OUT = """\
+import subprocess, sys, time
+hold = "x = bytearray(700 * 2**20)\\nimport time\\ntime.sleep(30)"
+children = [subprocess.Popen([sys.executable, "-c", hold]) for _ in range(4)]
+time.sleep(6)
+alive = sum(c.poll() is None for c in children)
+print(f"alive={alive}")
+"""
+
+
+@pytest.mark.kernel
+def test_a_memory_limit_caps_the_kernels_processes_together():
+    """Four children of 700 MiB each: each is under a 2G address-space cap of its own, but
+    not together. Where a memory cgroup can be made, the limit is their sum (some are
+    killed, or the kernel itself); elsewhere the README says the cap is per process."""
+    from grader.kernel import Session, memory
+    from grader.limits import GiB, Limits
+
+    if not memory.available():
+        pytest.skip("no memory cgroup can be made here")
+    with Session([(0, SPREAD_OUT)], Limits(cell_timeout=40, memory_bytes=2 * GiB)) as session:
+        session.prepare()
+        [cell] = session.cells
+    assert not (cell.status == Status.PASSED and "alive=4" in cell.output), cell

@@ -16,8 +16,8 @@ from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 
 from grader.errors import KernelStartError
+from grader.kernel import memory, sandbox
 from grader.kernel import processes as procs
-from grader.kernel import sandbox
 from grader.limits import Limits
 
 _HERE = Path(__file__).parent
@@ -124,6 +124,7 @@ def kernel_manager(
     sandboxed: bool,
     gpu: bool = False,
     ids: tuple[int, int] | None = None,
+    group: Path | None = None,
 ) -> AsyncKernelManager:
     """A manager for a kernel of the grader's own Python, talking over Unix sockets in `root`.
 
@@ -157,7 +158,9 @@ def kernel_manager(
         )
     elif contained:
         argv = sandbox.contain(argv)
-    argv = [*become(ids), *argv]  # the user first: bubblewrap then holds no privilege to drop
+    # the memory cgroup first (root writes it), then the user (bubblewrap then holds no
+    # privilege to drop)
+    argv = [*memory.join(group), *become(ids), *argv]
     manager = _Manager(
         kernel_spec_manager=_Specs(argv, "message" if contained else "signal"),
         kernel_name="grader",

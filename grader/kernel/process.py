@@ -28,8 +28,8 @@ from jupyter_core.utils import ensure_async, run_sync
 from nbclient.exceptions import DeadKernelError
 
 from grader.errors import KernelStartError
+from grader.kernel import memory, wire
 from grader.kernel import processes as procs
-from grader.kernel import wire
 from grader.kernel.cells import TIMEOUT_NAME, CellClient, Execution, cell_line, one_line
 from grader.kernel.channel import Channel, Transfer
 from grader.kernel.launch import hand_over, kernel_ids, kernel_manager, sandboxed, start_options
@@ -82,6 +82,7 @@ class KernelProcess:
         self.client: CellClient | None = None
         self.timeout = limits.cell_timeout
         self.reply: dict[str, Any] | None = None
+        self.group: Path | None = None  # the kernel's memory cgroup, if one could be made
 
     @property
     def running(self) -> bool:
@@ -113,9 +114,10 @@ class KernelProcess:
         ids = kernel_ids(self.limits.kernel_user)
         for folder in (self.root, self.workdir, home, home / "tmp"):
             hand_over(folder, ids)
+        self.group = memory.make_group(f"grader-{self.token}-{self.tag}", self.limits.memory_bytes)
         manager = kernel_manager(
             self.root, self.tag, self.limits.address_space_cap, sandboxed(self.limits),
-            gpu=self.limits.device == "cuda", ids=ids,
+            gpu=self.limits.device == "cuda", ids=ids, group=self.group,
         )  # fmt: skip
         notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("")])
         client = CellClient(
@@ -260,6 +262,8 @@ class KernelProcess:
             self.serving = ""
             kill_all(self.token, pid)
             procs.forget_kernel(self.token)
+            memory.remove_group(self.group)
+            self.group = None
             self.channel.close()
             if client is not None:
                 with contextlib.suppress(Exception):  # the kernel is gone; tidy up nbclient
