@@ -16,8 +16,8 @@ from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 
 from grader.errors import KernelStartError
-from grader.kernel import memory, sandbox
 from grader.kernel import processes as procs
+from grader.kernel import sandbox
 from grader.limits import Limits
 
 _HERE = Path(__file__).parent
@@ -33,12 +33,21 @@ RUNTIME_PACKAGES = ("torch", "IPython", "ipykernel")
 # the path): asks Linux to kill the kernel when the grader dies (PR_SET_PDEATHSIG, and
 # exits if the grader is already gone), sets the address-space limit, puts exactly the
 # grading environment on the path, and runs the kernel (argv: limit, path as JSON, the
-# grader's pid or 0, "--", kernel arguments...). So no .pth file, sitecustomize, user
-# site or PYTHON* variable a notebook may have planted takes effect.
+# grader's pid or 0, the call channel's reading end or -1, kernel arguments...). So no
+# .pth file, sitecustomize, user site or PYTHON* variable a notebook may have planted
+# takes effect. A thread waits for the call channel to hang up (only the grader holds
+# its writing end): when the grader is gone, however it went, the kernel exits, even where
+# the parent-death signal could not be set in time (a grader killed while bubblewrap
+# starts, under load).
 _LAUNCH = (
-    "import ctypes, json, os, resource, runpy, sys; n = int(sys.argv[1])\n"
+    "import ctypes, json, os, resource, runpy, select, sys, threading; n = int(sys.argv[1])\n"
     "ctypes.CDLL(None).prctl(1, 9)\n"
     "if int(sys.argv[3]) not in (0, os.getppid()): os._exit(1)\n"
+    "def _hangup(fd=int(sys.argv[4]), poll=select.poll(), gone=select.POLLHUP | select.POLLERR):\n"
+    "    poll.register(fd, 0)\n"
+    "    while not any(event & gone for _, event in poll.poll()): pass\n"
+    "    os._exit(1)\n"
+    "if int(sys.argv[4]) >= 0: threading.Thread(target=_hangup, daemon=True).start()\n"
     "if n: resource.setrlimit(resource.RLIMIT_AS, (n, n))\n"
     "sys.path[:] = json.loads(sys.argv[2]); sys.argv = ['ipykernel_launcher', *sys.argv[5:]]\n"
     "runpy.run_module('ipykernel_launcher', run_name='__main__', alter_sys=True)"
@@ -63,7 +72,8 @@ def sandboxed(limits: Limits) -> bool:
     (`--sandbox`, `--no-sandbox`), else wherever bubblewrap works (as the kernel's user)."""
     if limits.sandbox is not None:
         return limits.sandbox
-    return sandbox.available(tuple(become(kernel_ids(limits.kernel_user))))
+    ids = kernel_ids(limits.kernel_user)
+    return sandbox.available(tuple(start_prefix(ids=ids)) if ids else ())
 
 
 def kernel_ids(user: str | None) -> tuple[int, int] | None:
@@ -84,20 +94,27 @@ def kernel_ids(user: str | None) -> tuple[int, int] | None:
     return entry.pw_uid, entry.pw_gid
 
 
-# Drops to the kernel's user (argv: uid, gid, command...), then runs the command.
-_BECOME = (
-    "import os, sys; uid, gid = int(sys.argv[1]), int(sys.argv[2])\n"
-    "os.setgroups([]); os.setgid(gid); os.setuid(uid)\n"
-    "os.execv(sys.argv[3], sys.argv[3:])"
+# The first thing every kernel runs (argv: the grader's pid, the memory cgroup's
+# cgroup.procs or "", uid and gid or "", then the command): joins the cgroup, drops to the
+# kernel's user, asks Linux to kill it when the grader dies (after the user change, which
+# would clear the request), exits if the grader is already gone (a grader killed between
+# its fork and here would otherwise leave it behind), then runs the command.
+_START = (
+    "import ctypes, os, sys; grader, procs, uid, gid = sys.argv[1:5]\n"
+    "if procs: open(procs, 'w').write(str(os.getpid()))\n"
+    "if uid: os.setgroups([]); os.setgid(int(gid)); os.setuid(int(uid))\n"
+    "ctypes.CDLL(None).prctl(1, 9)\n"
+    "if os.getppid() != int(grader): os._exit(1)\n"
+    "os.execv(sys.argv[5], sys.argv[5:])"
 )
 
 
-def become(ids: tuple[int, int] | None) -> list[str]:
-    """The prefix that runs a command as (uid, gid), with no supplementary groups; none
-    when `ids` is None."""
-    if ids is None:
-        return []
-    return [sys.executable, "-E", "-s", "-S", "-c", _BECOME, str(ids[0]), str(ids[1])]
+def start_prefix(group: Path | None = None, ids: tuple[int, int] | None = None) -> list[str]:
+    """What runs a kernel's command (see `_START`): in `group` (a memory cgroup), as
+    `ids` (uid, gid), dying with this process."""
+    uid, gid = ("", "") if ids is None else (str(ids[0]), str(ids[1]))
+    procs = "" if group is None else str(group / "cgroup.procs")
+    return [sys.executable, "-E", "-s", "-S", "-c", _START, str(os.getpid()), procs, uid, gid]
 
 
 def hand_over(path: Path, ids: tuple[int, int] | None) -> None:
@@ -125,6 +142,7 @@ def kernel_manager(
     gpu: bool = False,
     ids: tuple[int, int] | None = None,
     group: Path | None = None,
+    hangup_fd: int = -1,
 ) -> AsyncKernelManager:
     """A manager for a kernel of the grader's own Python, talking over Unix sockets in `root`.
 
@@ -135,11 +153,11 @@ def kernel_manager(
     Raises:
         KernelStartError: `sandboxed` and bubblewrap is missing.
     """
-    contained = sandboxed or sandbox.available(tuple(become(ids)))
+    contained = sandboxed or sandbox.available(tuple(start_prefix(ids=ids)) if ids else ())
     argv = [
         sys.executable, "-E", "-s", "-S", "-B", "-c", _LAUNCH,
         str(memory_bytes or 0), json.dumps(kernel_path()),
-        "0" if contained else str(os.getpid()), "--",
+        "0" if contained else str(os.getpid()), str(hangup_fd),
         "-f", "{connection_file}",
         # Load torch while the kernel boots, in parallel with the grader's own start-up;
         # the name is deleted, so the candidate's namespace starts empty as usual.
@@ -158,9 +176,8 @@ def kernel_manager(
         )
     elif contained:
         argv = sandbox.contain(argv)
-    # the memory cgroup first (root writes it), then the user (bubblewrap then holds no
-    # privilege to drop)
-    argv = [*memory.join(group), *become(ids), *argv]
+    # the memory cgroup and the user first (bubblewrap then holds no privilege to drop)
+    argv = [*start_prefix(group, ids), *argv]
     manager = _Manager(
         kernel_spec_manager=_Specs(argv, "message" if contained else "signal"),
         kernel_name="grader",

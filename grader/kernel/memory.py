@@ -16,16 +16,8 @@ caps the host memory).
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
 from pathlib import Path
-
-# Joins the cgroup (argv[1], its cgroup.procs), then runs the command (argv[2:]).
-_JOIN = (
-    "import os, sys\n"
-    "with open(sys.argv[1], 'w') as f:\n    f.write(str(os.getpid()))\n"
-    "os.execv(sys.argv[2], sys.argv[2:])"
-)
 
 
 def _own_group() -> tuple[Path, str] | None:
@@ -81,13 +73,6 @@ def make_group(name: str, limit: int | None) -> Path | None:
         remove_group(folder)
         return None
     return folder
-
-
-def join(group: Path | None) -> list[str]:
-    """The prefix that runs a command in `group` (nothing when None)."""
-    if group is None:
-        return []
-    return [sys.executable, "-E", "-s", "-S", "-c", _JOIN, str(group / "cgroup.procs")]
 
 
 def remove_group(group: Path | None, wait: float = 2.0) -> None:

@@ -118,6 +118,7 @@ class KernelProcess:
         manager = kernel_manager(
             self.root, self.tag, self.limits.address_space_cap, sandboxed(self.limits),
             gpu=self.limits.device == "cuda", ids=ids, group=self.group,
+            hangup_fd=self.channel.kernel_fds[0],
         )  # fmt: skip
         notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("")])
         client = CellClient(

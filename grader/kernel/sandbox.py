@@ -60,7 +60,18 @@ def available(prefix: tuple[str, ...] = ()) -> bool:
         return False
     try:
         done = subprocess.run(
-            [*prefix, bwrap, "--ro-bind", "/", "/", "--unshare-all", "--cap-drop", "ALL", "true"],
+            [
+                *prefix,
+                bwrap,
+                "--ro-bind",
+                "/",
+                "/",
+                "--unshare-all",
+                "--die-with-parent",
+                "--cap-drop",
+                "ALL",
+                "true",
+            ],  # fmt: skip
             capture_output=True,
             timeout=20,
         )
