@@ -248,6 +248,24 @@ def grading_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _kernel_user(user: str) -> None:
+    """`--kernel-user USER` is checked before any grading: it needs root and a real user.
+
+    Raises:
+        UsageError: not root, or no such user.
+    """
+    import pwd
+
+    if os.geteuid() != 0:
+        raise UsageError(
+            f"--kernel-user {user}: grade must run as root to run kernels as another user"
+        )
+    try:
+        pwd.getpwnam(user)
+    except KeyError:
+        raise UsageError(f"--kernel-user {user}: no such user") from None
+
+
 def _version() -> str:
     import grader
 
@@ -347,6 +365,8 @@ def _grade(argv: list[str]) -> int:
         raise UsageError(
             f"--sandbox needs bubblewrap (bwrap), which is not installed: {INSTALL_HINT}"
         )
+    if args.kernel_user:
+        _kernel_user(args.kernel_user)
     if args.sandbox and not available():
         raise UsageError(
             "--sandbox: bubblewrap cannot make a sandbox here (no user namespaces, or mounts "

@@ -13,7 +13,6 @@ from rich.table import Table
 from rich.text import Text
 
 from grader.batch import Events
-from grader.records import VOIDING
 from grader.results import Outcome
 from grader.text import printable
 
@@ -98,7 +97,7 @@ def trouble(outcome: Outcome) -> str:
     report = outcome.report
     if report is None:
         return outcome.error
-    if any(f.kind in VOIDING for f in report.integrity):
+    if any(f.voids for f in report.integrity):
         return "no credit: the notebook reached for the grader itself"
     if report.headlines:
         return report.headlines[0]

@@ -134,8 +134,3 @@ class RecordReader:
     def seen(self) -> set[str]:
         """Names of the built-ins the guard saw called during hidden tests."""
         return {f.message for f in self.findings if f.kind == "builtin"}
-
-    @property
-    def evidence(self) -> set[str]:
-        """What fails the from-scratch level: built-ins seen, and machinery."""
-        return {f.message for f in self.findings if f.is_evidence}

@@ -79,8 +79,7 @@ class Kernel:
         built-ins the graded calls ran, programs that worked while they ran, and the
         machinery that can switch the watch off (gc walks, ctypes, tracing). Notes (a
         shell command, a thread, a program that sat idle) are not in it."""
-        evidence = {f.message for f in self.session.findings if f.is_evidence}
-        return set(self.session.seen) | evidence
+        return {f.message for f in self.session.findings if f.is_evidence}
 
     def get(self, name: str) -> Remote:
         """A top-level name from the candidate's notebook (class, function, value)."""

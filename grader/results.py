@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from grader.outcomes import Status
-from grader.records import VOIDING, Finding
+from grader.records import Finding
 
 STATUSES: tuple[str, ...] = tuple(s.value for s in Status)
 
@@ -227,7 +227,7 @@ def exit_code(report: GradeReport) -> int:
 def void(tests: list[CheckResult], findings: list[Finding]) -> list[CheckResult]:
     """No credit for a grading in which the notebook reached for the grader itself (its
     hidden suite, references or record channel): every test keeps its status, scores 0."""
-    if not any(f.kind in VOIDING for f in findings):
+    if not any(f.voids for f in findings):
         return tests
     return [replace(t, score=0) for t in tests]
 

@@ -299,3 +299,9 @@ def test_every_example_in_the_help_is_accepted():
     for size in ("8G", "4G"):
         assert "e.g. 8G or 4G" in text
         grading_parser().parse_args(["nb.ipynb", "--memory-limit", size])
+
+
+def test_an_unknown_kernel_user_is_refused_before_any_grading(capsys):
+    paths = [str(SOLUTIONS / "mha_interview.ipynb"), str(SOLUTIONS / "mha_causal.ipynb")]
+    code, out, err = _run(capsys, *paths, "--kernel-user", "no-such-user-here")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "no-such-user-here" in err

@@ -180,6 +180,13 @@ PRIVATE_ROUTES = {
         "def f():\n    q = torch.randn(1, 2, 3, 4)\n    return _op._op_dk(DispatchKey.CPU, q, q, q)[0]",
         "_scaled_dot_product_flash_attention_for_cpu",
     ),
+    "higher_order_op_on_a_thread": (  # flex_attention is no aten op: its kernels are watched
+        "import torch, threading\nfrom torch.nn.attention.flex_attention import flex_attention\n"
+        "def f():\n    q = torch.randn(1, 2, 3, 4)\n    out = []\n"
+        "    t = threading.Thread(target=lambda: out.append(flex_attention(q, q, q)))\n"
+        "    t.start(); t.join()\n    return out[0]",
+        "flex_attention",
+    ),
     "fresh_operation_overload": (
         "import torch\nfrom torch._C import DispatchKey\n"
         "_op, _dk, _ = torch._C._get_operation_overload('aten::_scaled_dot_product_attention_math', '')\n"

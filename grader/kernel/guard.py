@@ -6,8 +6,9 @@ cell. It installs observation points that candidate code cannot switch off:
 - a PEP 578 audit hook (it cannot be removed from Python): imports and file access that
   reach the grader's installation or its private folder are refused and recorded, so are
   writes into the Python environment, `gc` walks, reads of the guard's own functions'
-  internals and redirections of the record channel; threads and processes started during
-  a hidden test are recorded;
+  internals and redirections of the record channel; a program a graded call starts is
+  evidence, one the notebook's cells start (a shell command, `subprocess`) and a thread
+  it starts are notes;
 - for each aten op the exercise watches (``watch["dispatch"]``, and every registered op
   matching ``watch["dispatch_pattern"]``: for attention, the public op and the private
   and composite ones behind it), a kernel at the dispatcher that records every call from
@@ -170,6 +171,8 @@ def _watch_torch(torch, record, state, protected, workdir, watch):
     if library is not None:
         torch.library._keep_alive.append(library)
     _watch_keyed_lookups(torch, record, watched, protected)
+    if pattern:
+        _watch_higher_order_ops(record, protected, re.compile(pattern))
 
     for path in watch.get("instrument", ()):
         module, _, rest = path.partition(":")
@@ -203,6 +206,37 @@ def _backend_kernel(op, record, name, below):
         return _op.redispatch(keyset & _below, *args, **kwargs)
 
     return kernel
+
+
+def _watch_higher_order_ops(record, protected, pattern):
+    """torch's higher-order operators whose name matches (`flex_attention`): not aten ops,
+    so the dispatcher's kernels never see them. Every Python function of the operator's
+    own module is instrumented in place (its eager kernels such as the dense reference,
+    their helpers; closures keep their code, and the eager path runs through the
+    kernels), so a call from any thread, by any reference, is seen."""
+    import sys as _sys
+
+    from torch._ops import _higher_order_ops
+
+    done = set()
+    for name, hop in list(_higher_order_ops.items()):
+        module = type(hop).__module__
+        if not pattern.search(name) or module in done:
+            continue
+        done.add(module)
+        owner = _sys.modules.get(module)
+        functions = [vars(type(hop)).get("__call__"), *getattr(hop, "py_kernels", {}).values()]
+        functions += list(vars(owner).values()) if owner is not None else []
+        seen = set()
+        for function in functions:
+            if (
+                isinstance(function, types.FunctionType)
+                and function.__module__ == module
+                and not function.__code__.co_freevars  # (a closure keeps its code)
+                and id(function) not in seen
+            ):
+                seen.add(id(function))
+                protected.append(_instrument(function, _always(record, "builtin", name)))
 
 
 def _keyed(call, record, name):

@@ -23,7 +23,6 @@ from urllib.parse import quote
 
 from grader.outputs.documents import notebook_of, sort_outcomes
 from grader.outputs.executed import executed_notebook
-from grader.records import VOIDING
 from grader.report import encodable_data, to_gradescope, to_html
 from grader.results import GradeReport, Outcome
 from grader.text import encodable, printable
@@ -250,7 +249,7 @@ def trouble(report: GradeReport) -> list[str]:
     """What went wrong, in a few lines: no credit, what to read first (headlines), the
     tests not passed, the cells that failed."""
     lines = []
-    if any(f.kind in VOIDING for f in report.integrity):
+    if any(f.voids for f in report.integrity):
         lines.append("no credit: the notebook reached for the grader itself")
     lines += report.headlines
     failed = [t for t in report.tests if t.status != "passed"]
