@@ -4,7 +4,7 @@ one can be made.
 A kernel's address-space cap (RLIMIT_AS) counts what torch's libraries map, not what the
 notebook holds, and each process the kernel starts gets its own. Where the grader may
 make a memory cgroup (cgroup v1's memory controller, or cgroup v2's where it is enabled
-for the grader's own group: root in CI and in most containers), each kernel runs in one
+for the grader's own group, as root on this project's CI machine), each kernel runs in one
 whose limit is `--memory-limit`: its resident memory, every process it starts, and the
 pages it writes into the sandbox's RAM-backed `/tmp` are counted together; past the
 limit the kernel is killed (the test is `crashed`). The address-space cap stays on the
