@@ -41,16 +41,20 @@ def work(before: Sample, now: Sample, kernel: int) -> tuple[float, str]:
     """(seconds of CPU the session's other processes used between the two samples, the
     command line of the one that used most, or "" if the time is that of programs that
     ended). `kernel`: the kernel's pid (its time, and its sandbox's, are not counted;
-    what they reaped is)."""
-    line, pid = set(), kernel
-    while pid in now and pid not in line:  # the kernel and the sandbox processes above it
-        line.add(pid)
-        pid = now[pid][0]
-    line |= {p for p in before if p == kernel}
-    reaped = sum(now[p][2] - before.get(p, now[p])[2] for p in line if p in now)
-    ended = sum(own + children for p, (_, own, children) in before.items()
-                if p not in now and p not in line)  # fmt: skip
-    total, top, top_ticks = max(0, reaped - ended), "", 0
+    what they reaped is).
+
+    A kernel that died between the samples was reaped by a process of its line (the
+    sandbox) or by the grader, and its whole life's CPU then lands in that reaper's count:
+    that count then says nothing of other programs, so only the programs still running
+    are counted (a kernel that dies costs the test that killed it anyway)."""
+    line = _line(now, kernel) | _line(before, kernel)
+    total = 0
+    if kernel in now:
+        reaped = sum(now[p][2] - before.get(p, now[p])[2] for p in line if p in now)
+        ended = sum(own + children for p, (_, own, children) in before.items()
+                    if p not in now and p not in line)  # fmt: skip
+        total = max(0, reaped - ended)
+    top, top_ticks = "", 0
     for pid, (_, own, children) in now.items():
         if pid in line:
             continue
@@ -60,6 +64,16 @@ def work(before: Sample, now: Sample, kernel: int) -> tuple[float, str]:
         if ticks > top_ticks:
             top, top_ticks = procs.command_line(pid) or f"process {pid}", ticks
     return total / _TICK, top if top_ticks * 2 >= total else ""
+
+
+def _line(found: Sample, kernel: int) -> set[int]:
+    """The kernel and the processes above it within the session (its sandbox), as found in
+    one sample."""
+    line, pid = set(), kernel
+    while pid in found and pid not in line:
+        line.add(pid)
+        pid = found[pid][0]
+    return line
 
 
 def finding_message(seconds: float, command: str) -> str:
