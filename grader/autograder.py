@@ -161,20 +161,22 @@ def autograder_entries(
 
 
 def project_root() -> Path:
-    """The checkout the grader runs from (the folder above the package).
+    """The checkout whose grader and exercises the zip bundles (see grader.project).
 
     Raises:
-        UsageError: the grader is installed as a plain package, without its project files.
+        UsageError: no checkout: the grader is installed plainly and runs outside one.
     """
-    import grader
+    from grader.project import checkout
 
-    root = Path(grader.__file__).resolve().parent.parent
+    root = checkout()
+    if root is None:
+        raise UsageError(
+            "grade gradescope bundles the grader's source and exercises: run it inside a "
+            "checkout of the grader (the folder with its pyproject.toml)"
+        )
     missing = [name for name in PROJECT_FILES if not (root / name).is_file()]
     if missing:
-        raise UsageError(
-            f"grade gradescope bundles the grader's source, but {root} has no "
-            f"{', '.join(missing)}: run it from a checkout (pip install -e .)"
-        )
+        raise UsageError(f"{root}: no {', '.join(missing)}: the checkout is incomplete")
     return root
 
 
@@ -293,17 +295,41 @@ def chosen_notebook(notebooks: list[str], exercise: str) -> tuple[str | None, st
     )
 
 
-def write_zero(results: Path, reason: str, exercise: str) -> None:
-    """A zero score whose output is `reason` (the student sees it)."""
+def write_zero(results: Path, reason: str, exercise: str, suite_hash: str = "") -> None:
+    """A zero score whose output is `reason` (the student sees it); `extra_data` names the
+    exercise and what graded it, as a grading's does."""
+    import platform
+
+    import grader
     from grader.text import printable
 
     document = {
         "score": 0,
         "output": printable(reason),
         "tests": [],
-        "extra_data": {"exercise": exercise},
+        "extra_data": {
+            "exercise": exercise,
+            "grader_version": grader.__version__,
+            "python_version": platform.python_version(),
+            "suite_hash": suite_hash,
+        },
     }
     results.write_text(json.dumps(document), encoding="utf-8")
+
+
+def suite_hash_of(exercise: str, extra: Path | None = None) -> str:
+    """The `suite_hash` a grading of `exercise` records (its folder among the built-in
+    exercises, or `extra`'s); "" when it cannot be found."""
+    try:
+        from grader.catalog import catalog_rows
+        from grader.exercise import use_exercises
+        from grader.grade import folder_hash
+
+        use_exercises(extra)
+        folders = [row.folder for row in catalog_rows() if row.id == exercise and row.folder]
+        return folder_hash(Path(folders[0])) if folders else ""
+    except Exception:  # a zero is written whatever is broken: its reason says what
+        return ""
 
 
 def run_submission(argv: list[str]) -> int:
@@ -327,7 +353,8 @@ def run_submission(argv: list[str]) -> int:
 
     def zero(reason: str) -> int:
         print(f"run_autograder: {reason}", file=sys.stderr)
-        write_zero(results, reason, exercise)
+        folder = root / "source" / extra if extra else None
+        write_zero(results, reason, exercise, suite_hash_of(exercise, folder))
         return 0
 
     if not os.access(grade, os.X_OK):

@@ -12,6 +12,11 @@ yet (the notebook could not be read, say) is kept for the next one.
 The parent hands out notebooks one at a time, in order, to whichever worker is free, and
 collects `Outcome`s: a notebook that cannot be graded, or a worker that dies, is an
 outcome with its reason, never the end of the batch.
+
+Stopped at any moment, nothing is left: the parent makes one scratch folder for the batch,
+in which every worker's sessions make theirs, and removes it once every worker is gone
+(one that was killed cannot remove its own). A worker holds every session it opens in a
+list before the session holds anything, and closes them all on its way out.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import shutil
 import signal
+import tempfile
 import time
 from collections import deque
 from collections.abc import Iterable
@@ -31,6 +38,7 @@ from typing import Any
 from grader.errors import ExitCode, GraderBug, GraderError, UsageError
 from grader.limits import Limits
 from grader.results import Outcome, exit_code
+from grader.signals import check, held
 
 NOTEBOOK_SUFFIX = ".ipynb"
 STOP_SECONDS = 15.0  # how long stopped workers have to clean up before they are killed
@@ -99,6 +107,7 @@ class _Worker:
     process: Any  # a multiprocessing Process (fork context)
     conn: Connection
     current: int | None = None
+    stopping: bool = False  # told to stop: it is on its way out
 
 
 def grade_all(
@@ -113,39 +122,48 @@ def grade_all(
 
     `catalog` is loaded, and the grader's torch imported, before the workers are forked
     (they inherit both). Interrupted (KeyboardInterrupt, `Stopped`), it stops every worker
-    (each cleans up its kernel) and kills whatever is left below this process.
+    (each cleans up its kernels), kills whatever is left below this process and removes
+    the batch's scratch folder.
     """
+    from grader.kernel.launch import SCRATCH_NAME_CHARS, scratch_root
+
     events = events or Events()
     context = multiprocessing.get_context("fork")
     queue = deque(enumerate(notebooks))
     outcomes: dict[int, Outcome] = {}
     workers: dict[Connection, _Worker] = {}
+    scratch: Path | None = None
 
     def spawn() -> None:
-        ours, theirs = context.Pipe()
-        process = context.Process(
-            target=_work, args=(theirs, limits, catalog, exercise), name="grade-worker"
-        )
-        process.start()
-        theirs.close()
-        workers[ours] = _Worker(process, ours)
+        with held():  # a worker forked is a worker known, to be stopped
+            ours, theirs = context.Pipe()
+            process = context.Process(
+                target=_work, args=(theirs, limits, catalog, exercise, scratch), name="grade-worker"
+            )
+            process.start()
+            theirs.close()
+            workers[ours] = _Worker(process, ours)
 
     def hand_out(worker: _Worker) -> None:
-        if not queue:
-            worker.current = None
-            with contextlib.suppress(OSError):
-                worker.conn.send(("stop",))
-            return
-        index, notebook = queue.popleft()
-        ahead = len(queue) >= len(workers)  # enough left that its next kernel will be used
-        worker.current = index
-        worker.conn.send(("grade", index, notebook, ahead))
+        with held():  # a message is sent whole
+            if not queue:
+                worker.current, worker.stopping = None, True
+                with contextlib.suppress(OSError):
+                    worker.conn.send(("stop",))
+                return
+            index, notebook = queue.popleft()
+            ahead = len(queue) >= len(workers)  # enough left that its next kernel will be used
+            worker.current = index
+            worker.conn.send(("grade", index, notebook, ahead))
         events.started(index, notebook)
 
     try:
+        with held():
+            scratch = scratch_root(room=SCRATCH_NAME_CHARS)
         for _ in range(min(jobs, len(notebooks))):
             spawn()
         while len(outcomes) < len(notebooks):
+            check()  # a signal whose exception a library swallowed (torch's import, say)
             for ready in wait(list(workers), timeout=0.25):
                 worker = next(w for w in workers.values() if w.conn is ready)
                 try:
@@ -167,7 +185,10 @@ def grade_all(
                 hand_out(worker)
             events.tick()
     finally:
-        _stop(list(workers.values()))
+        with held():
+            _stop(list(workers.values()))
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
     return [outcomes[index] for index in range(len(notebooks))]
 
 
@@ -189,15 +210,14 @@ def _bury(worker: _Worker) -> None:
 
 
 def _stop(workers: list[_Worker]) -> None:
-    """Stop every worker: a free one by closing its pipe, a busy one (an interrupted
-    batch) by SIGTERM; each cleans up after itself. Any that outlasts STOP_SECONDS is
-    killed, and so is anything left below this process."""
+    """Stop every worker: one told to stop by closing its pipe, any other (an interrupted
+    batch: busy, or still starting) by SIGTERM; each cleans up after itself. Any that
+    outlasts STOP_SECONDS is killed, and so is anything left below this process."""
     from grader.kernel import processes as procs
 
     for worker in workers:
-        if worker.current is None:  # waiting for work: the closed pipe ends its wait
-            worker.conn.close()
-        elif worker.process.is_alive():
+        worker.conn.close()  # a worker waiting for work: the closed pipe ends its wait
+        if not worker.stopping and worker.process.is_alive():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(worker.process.pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_SECONDS
@@ -213,46 +233,81 @@ def _stop(workers: list[_Worker]) -> None:
 # -- in a worker process ----------------------------------------------------------------
 
 
-def _work(conn: Connection, limits: Limits, catalog: dict[str, Any], exercise: str | None) -> None:
-    """A worker: grade what the parent sends, one at a time, until told to stop."""
+def _work(
+    conn: Connection,
+    limits: Limits,
+    catalog: dict[str, Any],
+    exercise: str | None,
+    scratch: Path | None,
+) -> None:
+    """A worker: grade what the parent sends, one at a time, until told to stop. Its
+    sessions make their scratch folders in `scratch`, the batch's."""
+    # Forked in a held section: a stopping signal waits here until `forked()` raises it.
     from grader.grade import one_torch_thread
     from grader.kernel.processes import adopt_orphans, keep_private
-    from grader.signals import Stopped
+    from grader.signals import Stopped, forked, ignore_signals
 
-    adopt_orphans()  # not inherited: the orphans of this worker's kernels stay below it
-    keep_private()
-    session = None
+    sessions: list[Any] = []  # every session opened here and not closed yet
     try:
+        forked()
+        tempfile.tempdir = str(scratch) if scratch else None  # this process's own
+        adopt_orphans()  # not inherited: the orphans of this worker's kernels stay below it
+        keep_private()
         with one_torch_thread():
-            session = _launch(limits)
+            session = _launch(limits, sessions)
             conn.send(("ready",))
             while True:
                 message = conn.recv()
                 if message[0] != "grade":
                     return
+                check()
                 _, index, notebook, ahead = message
-                outcome, session = _grade_one(session, notebook, limits, catalog, exercise, ahead)
+                outcome, session = _grade_one(
+                    sessions, session, notebook, limits, catalog, exercise, ahead
+                )
                 conn.send(("done", index, outcome))
     except (KeyboardInterrupt, Stopped, EOFError, BrokenPipeError):
         return  # stopped, or the parent is gone: clean up below, quietly
     finally:
-        if session is not None:
-            session.close()
-        conn.close()
+        with held():
+            for opened in sessions:
+                opened.close()
+            conn.close()
+            ignore_signals()  # on its way out, cleaned up: nothing is left to stop
 
 
-def _launch(limits: Limits) -> Any:
-    """A session entered ahead of need (its kernel booting), or None if it would not start
-    (the notebook that needs it then says why)."""
+def _enter(limits: Limits, sessions: list[Any]) -> Any:
+    """A session entered now (its kernel booting), put on `sessions` before it holds
+    anything, so that the worker closes it on its way out whatever happens.
+
+    Raises:
+        KernelStartError: the kernel would not start.
+    """
     from grader.kernel import Session
 
+    session = Session([], limits)
+    sessions.append(session)
+    return session.__enter__()
+
+
+def _launch(limits: Limits, sessions: list[Any]) -> Any:
+    """A session entered ahead of need, or None if it would not start (the notebook that
+    needs it then says why)."""
     try:
-        return Session([], limits).__enter__()
+        return _enter(limits, sessions)
     except GraderError:
         return None
 
 
+def _close(session: Any, sessions: list[Any]) -> None:
+    """Close a session of the worker's and forget it (closing twice does no harm)."""
+    session.close()
+    with contextlib.suppress(ValueError):
+        sessions.remove(session)
+
+
 def _grade_one(
+    sessions: list[Any],
     session: Any,
     notebook: str,
     limits: Limits,
@@ -261,10 +316,10 @@ def _grade_one(
     ahead: bool,
 ) -> tuple[Outcome, Any]:
     """Grade one notebook in `session` (or a fresh one); return its outcome and the
-    session for the next notebook (None: start one when needed)."""
+    session for the next notebook (None: start one when needed). Every session it opens
+    goes on `sessions`."""
     from grader.exercise import find_exercise
     from grader.grade import grade_in_session
-    from grader.kernel import Session
     from grader.notebook import read_notebook
 
     started = time.monotonic()
@@ -272,22 +327,22 @@ def _grade_one(
         read = read_notebook(notebook)
         chosen = find_exercise(read, catalog, exercise)
     except GraderError as e:  # nothing ran in the session: keep it for the next one
-        return Outcome(notebook, error=str(e), exit_code=e.exit_code), session
+        return cannot_grade(notebook, e), session
     following: list[Any] = []
 
     def cells_done() -> None:
         if ahead:
-            following.append(_launch(limits))
+            following.append(_launch(limits, sessions))
 
     try:
         if session is None:
-            session = Session([], limits).__enter__()
-        report, cells = grade_in_session(session, read, chosen, limits, started, cells_done)
+            session = _enter(limits, sessions)
+        report, cells = grade_in_session(
+            session, read, chosen, limits, started, cells_done, catalog=catalog
+        )
         outcome = Outcome(notebook, report, exit_code=exit_code(report), cells=tuple(cells))
-    except GraderBug as e:
-        outcome = Outcome(notebook, error=f"internal error: {e}", exit_code=e.exit_code)
     except GraderError as e:
-        outcome = Outcome(notebook, error=str(e), exit_code=e.exit_code)
+        outcome = cannot_grade(notebook, e)
     except Exception as e:  # a bug in the grader: this notebook's row says so
         outcome = Outcome(
             notebook,
@@ -296,10 +351,17 @@ def _grade_one(
         )
     finally:
         if session is not None:
-            session.close()
+            _close(session, sessions)
     if following:
         return outcome, following[0]
-    return outcome, _launch(limits) if ahead else None
+    return outcome, _launch(limits, sessions) if ahead else None
+
+
+def cannot_grade(notebook: str, error: GraderError) -> Outcome:
+    """A notebook that could not be graded, as every output shows it: the reason (a
+    `GraderBug`'s says it is internal), with the exit code that says whose fault."""
+    reason = f"internal error: {error}" if isinstance(error, GraderBug) else str(error)
+    return Outcome(notebook, error=reason, exit_code=error.exit_code)
 
 
 def worst(outcomes: list[Outcome]) -> int:

@@ -88,17 +88,17 @@ def build_scaffolds(root: Path, check: bool = False) -> list[str]:
 
 
 def _build_index(root: Path, check: bool) -> list[str]:
-    from grader.catalog import INDEX, index_text
+    from grader.catalog import INDEX, index_text, stale_index
     from grader.exercise import builtin_exercises
 
     folder = builtin_exercises()
     if (root / "exercises").resolve() != folder:
         return []  # another project: its exercises are loaded with --exercises
     target = folder / INDEX
+    if check:
+        return [f"{target}: out of date with the suites; run `grade build`"] * stale_index(folder)
     text = index_text(folder)
     if target.exists() and target.read_text() == text:
         return []
-    if check:
-        return [f"{target}: out of date with the suites; run `grade build`"]
     target.write_text(text)
     return [f"wrote {target}"]

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import re
 import signal
 import sys
 import traceback
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -23,7 +24,7 @@ from rich.console import Console
 
 from grader.errors import ExitCode, GraderBug, GraderError, UsageError
 from grader.limits import MIN_MEMORY_BYTES, Limits
-from grader.signals import Stopped
+from grader.signals import Stopped, check
 
 if TYPE_CHECKING:
     from grader.notebook import Notebook
@@ -99,7 +100,8 @@ def grading_parser() -> argparse.ArgumentParser:
         prog="grade",
         description="Grade candidates' notebooks against a hidden, progressive test suite: "
         "one notebook gets a report card; several, or folders, a batch with a summary table. "
-        "Other commands: `grade list`, `grade build [--check]`, `grade hints`, "
+        "Other commands: `grade list`, `grade new EXERCISE`, `grade build [--check]`, "
+        "`grade hints`, "
         "`grade merge PARTS...`, "
         "`grade gradescope EXERCISE`.",
     )
@@ -295,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
             return _build(argv[1:])
         if argv[:1] == ["hints"]:
             return _hints(argv[1:])
+        if argv[:1] == ["new"]:
+            return _new(argv[1:])
         if argv[:1] == ["merge"]:
             return _merge(argv[1:])
         if argv[:1] == ["gradescope"]:
@@ -354,7 +358,8 @@ def _grade(argv: list[str]) -> int:
     if single:
         from grader.notebook import read_notebook
 
-        notebook = read_notebook(args.paths[0])
+        with _error_object(args):
+            notebook = read_notebook(args.paths[0])
     else:
         notebooks = collect(args.paths)
         if shard is not None:
@@ -432,33 +437,81 @@ def _grade_single(args: argparse.Namespace, limits: Limits, notebook: Notebook) 
     from grader.report import render, to_gradescope, to_json, to_junit
     from grader.results import Outcome, exit_code
 
-    report, cells = grade_with_cells(
-        args.paths[0],
-        exercise=args.exercise,
-        limits=limits,
-        exercises=args.exercises,
-        notebook=notebook,
-    )
+    with _error_object(args):
+        report, cells = grade_with_cells(
+            args.paths[0],
+            exercise=args.exercise,
+            limits=limits,
+            exercises=args.exercises,
+            notebook=notebook,
+        )
+    check()  # a stopping signal whose exception a library swallowed: no report
     _write(args.junit, "JUnit file", to_junit(report))
     _write(args.gradescope, "Gradescope results", to_gradescope(report))
     outcome = Outcome(report.notebook, report, exit_code=exit_code(report), cells=tuple(cells))
     _write_cohort_files(args, [outcome])
-    if args.format:
-        _write_candidate_report(args, report, args.candidate_report)
-    if report.profile and args.profile_plot:
-        from grader.profile import profile_svg
+    with _stdout_may_close():
+        if args.format:
+            _write_candidate_report(args, report, args.candidate_report)
+        if report.profile and args.profile_plot:
+            from grader.profile import profile_svg
 
-        _write(args.profile_plot, "profile plot", profile_svg(report.profile))
-    if args.json:
-        print(to_json(report))
-    elif args.report_file != "-" or not args.format:  # else stdout has the report
-        console = Console(highlight=False)
-        render(report, console)
-        if report.profile:
-            from grader.profile import render_profile
+            _write(args.profile_plot, "profile plot", profile_svg(report.profile))
+        if args.json:
+            print(to_json(report))
+        elif args.report_file != "-" or not args.format:  # else stdout has the report
+            console = _Stdout(highlight=False)
+            render(report, console)
+            if report.profile:
+                from grader.profile import render_profile
 
-            render_profile(report.profile, console)
+                render_profile(report.profile, console)
     return outcome.exit_code
+
+
+@contextlib.contextmanager
+def _error_object(args: argparse.Namespace) -> Iterator[None]:
+    """`--json`, one notebook that cannot be graded: its error object on stdout, as a batch
+    lists it; the error then goes on to stderr and the exit code. A bad flag is not the
+    notebook's: no object."""
+    try:
+        yield
+    except GraderError as e:
+        if args.json and not isinstance(e, UsageError):
+            from grader.batch import cannot_grade
+            from grader.report import encodable_data
+
+            entry = cannot_grade(args.paths[0], e).to_dict()
+            with _stdout_may_close():
+                print(json.dumps(encodable_data(entry), indent=2))
+        raise
+
+
+@contextlib.contextmanager
+def _stdout_may_close() -> Iterator[None]:
+    """Write to stdout; a reader that leaves (`grade NB | head -1`) ends the writing and
+    changes nothing else (see `_drop_stdout`)."""
+    try:
+        yield
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _drop_stdout()
+
+
+def _drop_stdout() -> None:
+    """The reader of stdout left: what is still to be written goes to /dev/null, as
+    Python's documentation advises, and the exit code stays the run's."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+class _Stdout(Console):
+    """A console on stdout that goes quiet when its reader leaves (rich's own exits 1)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        _drop_stdout()
 
 
 def _write_candidate_report(
@@ -492,26 +545,28 @@ def _grade_batch(args: argparse.Namespace, limits: Limits, notebooks: list[str])
     jobs = args.jobs or len(os.sched_getaffinity(0))
     with Progress(Console(stderr=True, highlight=False), len(notebooks)) as progress:
         outcomes = grade_all(notebooks, jobs, limits, catalog, args.exercise, progress)
+    check()  # a stopping signal whose exception a library swallowed: no report
     _write(args.junit, "JUnit file", to_junit_batch(outcomes))
     if args.gradescope:
         _guarded(args.gradescope, "Gradescope results", write_gradescope_folder, outcomes)
     _write_cohort_files(args, outcomes)
-    if args.format:
-        from grader.outputs import slugs
+    with _stdout_may_close():
+        if args.format:
+            from grader.outputs import slugs
 
-        names = slugs(outcomes)
-        if args.candidate_report:
-            Path(args.candidate_report).mkdir(exist_ok=True)  # its parent was checked
-        for outcome in outcomes:
-            if outcome.report is None:
-                continue
-            name = f"{names[outcome.notebook]}.{args.format}"
-            folder = args.candidate_report
-            _write_candidate_report(args, outcome.report, folder and str(Path(folder) / name))
-    if args.json:
-        print(to_json_list(outcomes))
-    else:
-        render_summary(outcomes, Console(highlight=False), time.monotonic() - began)
+            names = slugs(outcomes)
+            if args.candidate_report:
+                Path(args.candidate_report).mkdir(exist_ok=True)  # its parent was checked
+            for outcome in outcomes:
+                if outcome.report is None:
+                    continue
+                name = f"{names[outcome.notebook]}.{args.format}"
+                folder = args.candidate_report
+                _write_candidate_report(args, outcome.report, folder and str(Path(folder) / name))
+        if args.json:
+            print(to_json_list(outcomes))
+        else:
+            render_summary(outcomes, _Stdout(highlight=False), time.monotonic() - began)
     return worst(outcomes)
 
 
@@ -589,7 +644,8 @@ def _list(argv: list[str]) -> int:
     _exercises_flag(p)
     args = p.parse_args(argv)
     use_exercises(args.exercises)
-    render_catalog(Console(highlight=False), as_json=args.json)
+    with _stdout_may_close():
+        render_catalog(_Stdout(highlight=False), as_json=args.json)
     return ExitCode.FULL_MARKS
 
 
@@ -616,38 +672,99 @@ def _merge(argv: list[str]) -> int:
     if args.output:
         _write(args.output, "the merged file", merged)
     else:
-        sys.stdout.write(merged if merged.endswith("\n") else merged + "\n")
+        with _stdout_may_close():
+            sys.stdout.write(merged if merged.endswith("\n") else merged + "\n")
     return ExitCode.FULL_MARKS
 
 
 def _build(argv: list[str]) -> int:
-    from grader.build import build_scaffolds
-
     p = _Parser(
         prog="grade build",
-        description="Write the scaffolds in notebooks/ from the solutions in solutions/.",
+        description="Write what the solutions and suites make: the scaffolds in notebooks/, "
+        "the catalog index, and each exercise's hints.json where its corpus changed (this "
+        "grades the corpus's mutants). With --check, write nothing and fail while any is "
+        "out of date.",
     )
-    p.add_argument(
-        "--check", action="store_true", help="write nothing; exit 1 if a scaffold is out of date"
-    )
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 if out of date")
     p.add_argument(
         "--root",
         default=".",
         metavar="DIR",
-        help="project folder holding solutions/ and notebooks/ (default .)",
+        help="project folder holding solutions/, notebooks/ and exercises/ (default .)",
+    )
+    p.add_argument("-j", "--jobs", type=_count, default=0, metavar="N", help="hint workers")
+    args = p.parse_args(argv)
+    lines, stale = build_project(Path(args.root), args.check, args.jobs)
+    console = Console(highlight=False, stderr=args.check and bool(stale))
+    for line in lines:
+        console.print(line, markup=False)
+    return ExitCode.NOT_FULL_MARKS if stale else ExitCode.FULL_MARKS
+
+
+def build_project(root: Path, check: bool, jobs: int = 0) -> tuple[list[str], bool]:
+    """Build (or check) the project at `root`: scaffolds, the catalog index, and the hints of
+    its exercises (those in root/exercises). Returns the lines to print and whether anything
+    is out of date (always False when writing)."""
+    from grader.build import build_scaffolds
+    from grader.diagnosis import stale_hints, write_hints
+    from grader.exercise import builtin_exercises, load_catalog, use_exercises
+
+    folder = (root / "exercises").resolve()
+    if folder.is_dir() and folder != builtin_exercises():
+        use_exercises(folder)
+    lines = build_scaffolds(root, check=check)
+    catalog = load_catalog()
+    ours = [e for e in catalog.values() if e.folder is not None and e.folder.parent == folder]
+    if check:
+        lines += [line for e in ours for line in stale_hints(e)]
+        return lines, bool(lines)
+    for exercise in ours:
+        if not stale_hints(exercise):
+            continue
+        solution = root / "solutions" / f"{exercise.id}.ipynb"
+        path = write_hints(exercise, solution, jobs or len(os.sched_getaffinity(0)), Limits())
+        lines.append(f"wrote {path}")
+    return lines, False
+
+
+def _new(argv: list[str]) -> int:
+    from grader.new import write_skeleton
+
+    p = _Parser(
+        prog="grade new",
+        description="Write a working exercise to start from (a row-wise softmax named "
+        "EXERCISE: suite, corpus, solution notebook with its statement and self-check), "
+        "then build it (scaffold, catalog, hints). Replace the example with yours and run "
+        "`grade build` again.",
+    )
+    p.add_argument("exercise", metavar="EXERCISE", help="the new id: a lowercase Python name")
+    p.add_argument(
+        "--root",
+        default=".",
+        metavar="DIR",
+        help="project folder to write exercises/, solutions/, notebooks/ in (default .)",
     )
     args = p.parse_args(argv)
-    stale = build_scaffolds(Path(args.root), check=args.check)
-    if args.check:
-        from grader.diagnosis import stale_hints
-        from grader.exercise import load_catalog
+    root = Path(args.root)
+    for path in write_skeleton(root, args.exercise):
+        print(f"wrote {path}")
+    lines, _ = build_project(root, check=False)
+    for line in lines:
+        print(line)
+    builtin = (root / "exercises").resolve() == _builtin_folder()
+    flag = "" if builtin else f" --exercises {root / 'exercises'}"
+    print(
+        f"next: edit exercises/{args.exercise}/suite.py, corpus.py and "
+        f"solutions/{args.exercise}.ipynb, then `grade build`; "
+        f"grade a notebook with `grade NOTEBOOK{flag}`"
+    )
+    return ExitCode.FULL_MARKS
 
-        for exercise in load_catalog().values():
-            stale += stale_hints(exercise)
-    console = Console(highlight=False, stderr=args.check and bool(stale))
-    for line in stale:
-        console.print(line, markup=False)
-    return ExitCode.NOT_FULL_MARKS if (args.check and stale) else ExitCode.FULL_MARKS
+
+def _builtin_folder() -> Path:
+    from grader.exercise import builtin_exercises
+
+    return builtin_exercises()
 
 
 def _hints(argv: list[str]) -> int:
@@ -671,7 +788,7 @@ def _hints(argv: list[str]) -> int:
     p.add_argument("-j", "--jobs", type=_count, default=0, metavar="N", help="workers")
     _exercises_flag(p)
     args = p.parse_args(argv)
-    from grader.diagnosis import mutant_hints, write_hints
+    from grader.diagnosis import mutant_hints, same_failures, write_hints
     from grader.exercise import load_catalog, use_exercises
 
     folders = use_exercises(args.exercises)
@@ -689,10 +806,18 @@ def _hints(argv: list[str]) -> int:
         if not solution.is_file():
             raise UsageError(f"{solution}: no such file (the exercise's solution)")
     jobs = args.jobs or len(os.sched_getaffinity(0))
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
     for name in chosen:
         solution = Path(args.root) / "solutions" / f"{name}.ipynb"
         path = write_hints(catalog[name], solution, jobs, Limits())
-        print(f"{name}: wrote {path}")
+        with _stdout_may_close():
+            print(f"{name}: wrote {path}")
+        for twins in same_failures(catalog[name]):
+            err.print(
+                f"grade hints: warning: {name}: mutants {', '.join(twins)} fail identically "
+                "(the same tests, the same messages): the card cannot tell their hints apart",
+                markup=False,
+            )
     return ExitCode.FULL_MARKS
 
 

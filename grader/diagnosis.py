@@ -13,8 +13,15 @@ failure pattern: the tests it does not pass, each with its message, numbers left
 3. the tests that fail differ from the mutant's by at most a fifth of those involved: a
    weaker "perhaps".
 
-Nothing is hinted while tests are not implemented, blocked or skipped: the card's first
-line already says why those fail.
+A test that fails for the interface (a name missing, a call that does not fit the
+signature, a value not of the kind asked for) is the interface's to explain: it counts
+toward a known bug only where that bug fails it the same way, so failures the interface
+alone explains get no hint. Nothing is hinted while tests are not implemented, blocked or
+skipped: the card's first line already says why those fail.
+
+A notebook graded against the wrong exercise fails on the interface; where it defines
+another exercise's names (`Exercise.defines`, as the grader finds a notebook's exercise)
+and not all of this one's, the card says which exercise it looks like, and gives no hint.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -29,7 +37,7 @@ from grader.exercise import Exercise
 from grader.limits import Limits
 from grader.notebook import Notebook, defined_names
 from grader.outcomes import UNDEFINED_NAME, Status
-from grader.results import BLOCKED, CellError, CheckResult, RootCause
+from grader.results import BLOCKED, INTERFACE, CellError, CheckResult, RootCause
 
 HINTS_FILE = "hints.json"
 NEAR = 0.8  # the least overlap (Jaccard) of two failure patterns for a "perhaps" hint
@@ -105,22 +113,52 @@ def as_in_the_cell(notebook: Notebook, errors: list[CellError]) -> list[CellErro
 def hints(exercise: Exercise, tests: list[CheckResult], voided: bool = False) -> list[str]:
     """The likely bugs behind `tests`' failures, best first (at most MAX_HINTS): the hints of
     the known bugs whose failure pattern is the notebook's, then ("perhaps: ...") those
-    whose pattern is near it."""
+    whose pattern is near it. Interface failures count toward a known bug only where it
+    fails those tests the same way (see the module docstring)."""
     if voided or any(t.status in _EXPLAINED or t.problem == BLOCKED for t in tests):
         return []
     failing = pattern(tests)
-    if not failing:
-        return []
-    ids = frozenset(failing)
+    interface = {t.id for t in tests if t.problem == INTERFACE}
     same, alike, near = [], [], []
     for known, hint in known_bugs(exercise):
-        if known == failing:
+        explained = {i: m for i, m in failing.items() if i not in interface or known.get(i) == m}
+        if not explained:
+            continue
+        ids = explained.keys()
+        if known == explained:
             same.append(hint)
         elif known.keys() == ids:
             alike.append(hint)
         elif len(known.keys() & ids) / len(known.keys() | ids) >= NEAR:
             near.append(f"perhaps: {hint}")
     return list(dict.fromkeys(same or alike or near))[:MAX_HINTS]
+
+
+def looks_like_another(
+    exercise: Exercise,
+    notebook: Notebook,
+    tests: list[CheckResult],
+    catalog: Mapping[str, Exercise],
+) -> list[str]:
+    """A headline naming the exercises of `catalog` the notebook looks like, when tests fail
+    for the interface and the notebook defines another exercise's names
+    (`Exercise.defines`) but not all of `exercise`'s; [] otherwise."""
+    if not any(t.problem == INTERFACE and t.status != Status.PASSED for t in tests):
+        return []
+    names = defined_names([source for _, source in notebook.code_cells])
+    missing = [name for name in exercise.defines if name not in names]
+    others = [
+        e.id
+        for e in catalog.values()
+        if e.id != exercise.id and e.defines and set(e.defines) <= names
+    ]
+    if not missing or not others:
+        return []
+    whose = f"{others[0]}'s" if len(others) == 1 else "their"
+    return [
+        f"the notebook looks like exercise {' or '.join(others)}, not {exercise.id}: it "
+        f"defines {whose} names, not {', '.join(missing)} (graded against the wrong exercise?)"
+    ]
 
 
 def pattern(tests: list[CheckResult]) -> dict[str, str]:
@@ -178,6 +216,25 @@ def stale_hints(exercise: Exercise) -> list[str]:
     if recorded != mutants:
         lines.append(f"{path}: out of date with corpus.py: run `grade hints {exercise.id}`")
     return lines
+
+
+def same_failures(exercise: Exercise) -> list[list[str]]:
+    """The mutants of the exercise's ``hints.json`` that fail identically (the same tests,
+    the same messages), in groups of two or more: a notebook that fails so gets all their
+    hints, as the card cannot tell them apart."""
+    if exercise.folder is None:
+        return []
+    try:
+        mutants = json.loads((exercise.folder / HINTS_FILE).read_text(encoding="utf-8"))
+        failing = [
+            (str(m["name"]), json.dumps(m["fails"], sort_keys=True)) for m in mutants["mutants"]
+        ]
+    except (OSError, ValueError, KeyError, TypeError):  # `grade build --check` says why
+        return []
+    groups: dict[str, list[str]] = {}
+    for name, fails in failing:
+        groups.setdefault(fails, []).append(name)
+    return [names for names in groups.values() if len(names) > 1]
 
 
 def write_hints(exercise: Exercise, solution: Path, jobs: int, limits: Limits) -> Path:

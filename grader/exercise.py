@@ -7,8 +7,9 @@ exercise never touches grader code; a folder that cannot be loaded is recorded a
 with the reason, and the others are still graded. Checks run in the grader's process; they
 reach candidate code only through the `Kernel` they are given.
 
-Where the exercises come from: the grader's own ``exercises/`` (with an editable install,
-``pip install -e .``, that is the checkout, so an edit is graded at once), with a folder
+Where the exercises come from: the grader's own ``exercises/`` (the checkout's, for an
+editable install or a plain one run inside a checkout, so an edit is graded at once: see
+grader.project), with a folder
 given by ``--exercises DIR`` or ``$GRADER_EXERCISES`` in front of it: its folders are
 added to the built-in ones and replace those of the same name (`use_exercises`).
 """
@@ -156,8 +157,21 @@ EXERCISES_VARIABLE = "GRADER_EXERCISES"
 
 
 def builtin_exercises() -> Path:
-    """The grader's own exercises folder (in the checkout, for an editable install)."""
-    return (Path(__file__).parent / "exercises").resolve()
+    """The grader's own exercises folder: the checkout's (an editable install, or a plain one
+    run inside a checkout, see grader.project), else the installed copy."""
+    from grader.project import checkout
+
+    tree = checkout()
+    return (tree / "exercises" if tree else Path(__file__).parent / "exercises").resolve()
+
+
+def _with_builtin() -> None:
+    """Load from the built-in folder where nothing chose the folders yet (a plain install
+    imports the installed copy's package, whose folder may not be the built-in one)."""
+    import grader.exercises as package
+
+    if str(builtin_exercises()) not in package.__path__:
+        use_exercises()
 
 
 def use_exercises(folder: str | Path | None = None) -> list[Path]:
@@ -191,6 +205,7 @@ def exercises_folders() -> list[Path]:
     """The folders `grader.exercises` loads from now, first one first."""
     import grader.exercises as package
 
+    _with_builtin()
     return [Path(p) for p in package.__path__]
 
 
@@ -200,6 +215,8 @@ class _Broken(Exception):
 
 def load_catalog(package: str = "grader.exercises") -> Catalog:
     """Every exercise under the package, by id; folders that fail to load go in `broken`."""
+    if package == "grader.exercises":
+        _with_builtin()
     root = importlib.import_module(package)
     catalog = Catalog()
     for info in sorted(pkgutil.iter_modules(root.__path__), key=lambda i: i.name):

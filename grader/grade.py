@@ -8,7 +8,7 @@ import functools
 import hashlib
 import platform
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,13 +68,13 @@ def grade_with_cells(
     if catalog is None:
         use_exercises(exercises)
     # The kernel boots while the suites (and torch) load here: two seconds saved.
-    session = Session([], limits, started + limits.total_timeout).__enter__()
-    try:
+    session = Session([], limits, started + limits.total_timeout)
+    try:  # entered inside: a signal at any moment finds it closed on the way out
+        session.__enter__()
         with one_torch_thread():
-            chosen = find_exercise(
-                notebook, load_catalog() if catalog is None else catalog, exercise
-            )
-            return grade_in_session(session, notebook, chosen, limits, started)
+            catalog = load_catalog() if catalog is None else catalog
+            chosen = find_exercise(notebook, catalog, exercise)
+            return grade_in_session(session, notebook, chosen, limits, started, catalog=catalog)
     finally:
         session.close()
 
@@ -86,10 +86,13 @@ def grade_in_session(
     limits: Limits,
     started: float,
     cells_done: Callable[[], None] | None = None,
+    catalog: Mapping[str, Exercise] | None = None,
 ) -> tuple[GradeReport, list[CellRun]]:
     """Grade `notebook` against `chosen` in `session`, an entered session whose kernel
     has run nothing of a notebook yet; close the session. `cells_done` is called once the
-    notebook's cells have run (a batch starts the next kernel then)."""
+    notebook's cells have run (a batch starts the next kernel then). `catalog`: the
+    exercises `chosen` was found among, for the card to say which one a notebook that
+    does not fit `chosen` looks like."""
     try:
         session.assign(notebook.code_cells, started + limits.total_timeout)
         session.prepare(chosen.watch.kernel_config(), allowed_packages(chosen))
@@ -107,7 +110,7 @@ def grade_in_session(
     duration = time.monotonic() - started
     report = build_report(
         chosen, notebook, tests, cells, restarts, duration, session.findings,
-        profile=profile, device=limits.device, sandboxed=sandboxed(limits),
+        profile=profile, device=limits.device, sandboxed=sandboxed(limits), catalog=catalog,
     )  # fmt: skip
     return report, cells
 
@@ -189,9 +192,12 @@ def build_report(
     profile: dict[str, Any] | None = None,
     device: str = "cpu",
     sandboxed: bool = False,
+    catalog: Mapping[str, Exercise] | None = None,
 ) -> GradeReport:
-    """Score the results (pure: no kernel). Findings that void the grading zero it."""
-    from grader.diagnosis import as_in_the_cell, hints, root_cause
+    """Score the results (pure: no kernel). Findings that void the grading zero it. A
+    notebook that looks like another exercise of `catalog` gets a headline saying so, and
+    no hint."""
+    from grader.diagnosis import as_in_the_cell, hints, looks_like_another, root_cause
 
     findings = with_source_notes(exercise, notebook, list(findings))
     voided = any(f.voids for f in findings)
@@ -199,6 +205,7 @@ def build_report(
     levels, reached = summarise(exercise.levels, tests)
     errors = as_in_the_cell(notebook, [_cell_error(c) for c in cells if c.status != Status.PASSED])
     tests, cause = root_cause(notebook, tests, errors)
+    wrong = looks_like_another(exercise, notebook, tests, catalog or {})
     notes = []
     if not notebook.code_cells:
         notes.append("the notebook has no code cells")
@@ -226,7 +233,7 @@ def build_report(
         duration_s=duration,
         tests=tests,
         cell_errors=errors,
-        headlines=headlines(errors),
+        headlines=[*headlines(errors), *wrong],
         integrity=findings,
         notes=notes,
         cut_output=[
@@ -240,7 +247,7 @@ def build_report(
         sandboxed=sandboxed,
         profile=profile,
         root_cause=cause,
-        hints=hints(exercise, tests, voided),
+        hints=[] if wrong else hints(exercise, tests, voided),
     )
 
 
@@ -249,14 +256,15 @@ def suite_hash(exercise: Exercise) -> str:
     the shared modules beside it (`_*.py`); "" for an exercise built in memory."""
     if exercise.folder is None:
         return ""
-    return _folder_hash(exercise.folder)
+    return folder_hash(exercise.folder)
 
 
 @functools.cache
-def _folder_hash(folder: Path) -> str:
+def folder_hash(folder: Path) -> str:
+    """`suite_hash` of the exercise in `folder`."""
     from grader.catalog import sources_digest
 
-    digest = hashlib.sha256(sources_digest(folder).encode())
+    digest = hashlib.sha256(sources_digest(folder, exact=True).encode())
     for path in sorted(folder.parent.glob("_*.py")):
         digest.update(f"{path.name}\0".encode() + path.read_bytes() + b"\0")
     return digest.hexdigest()

@@ -12,6 +12,7 @@ from __future__ import annotations
 from grader.exercise import Watch
 from grader.outcomes import Failed
 from grader.scan import (  # the static scan lives in grader.scan; re-exported for suites
+    CellSource,
     scan,
     scan_cells,
 )
@@ -26,23 +27,20 @@ def require_clean_source(
     numbers: list[int] | None = None,
 ) -> None:
     """A check's verdict: the graded code names none of the built-ins (`ScanResult.builtins`:
-    machinery and magics are notes on the card, not a failure). `numbers`: each source's
-    cell number in the notebook (`Kernel.cell_numbers`), for the message.
+    machinery and magics are notes on the card, not a failure). The message names the cell
+    as the card does when the sources know their cells (`kernel.sources`) or `numbers`
+    gives each source's cell number in the notebook (`Kernel.cell_numbers`).
 
     Raises:
         Failed: naming the first finding (and how many more there are).
     """
     watch = watch or Watch()
+    if numbers:
+        sources = [CellSource(s, n) for s, n in zip(sources, numbers, strict=True)]
     findings = scan_cells(sources, forbidden, watch.private).builtins
     if findings:
-        first = findings[0]
-        cell = numbers[first.cell - 1] if numbers else first.cell
-        where = f"cell {cell}" if numbers else f"code cell {cell}"
         more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
-        raise Failed(
-            f"built-in {watch.what} in the source: {where}, line {first.line}: "
-            f"{first.message}{more}"
-        )
+        raise Failed(f"built-in {watch.what} in the source: {findings[0]}{more}")
 
 
 def require_nothing_seen(seen: set[str]) -> None:

@@ -71,6 +71,10 @@ def parse_notebook(raw: bytes, path: object = "<notebook>") -> nbformat.Notebook
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
+        if not text.lstrip("\ufeff \t\r\n").startswith("{"):  # not meant as JSON: a .py file
+            raise NotebookError(
+                path, "not a notebook (a notebook is JSON; this file is not)"
+            ) from None
         raise NotebookError(path, f"invalid JSON at line {e.lineno}, column {e.colno}") from None
     if not isinstance(data, dict) or "cells" not in data and "worksheets" not in data:
         raise NotebookError(path, "JSON but not a notebook (no 'cells')")

@@ -381,6 +381,10 @@ def render_profile(profile: dict[str, Any], console: Console) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    if not profile.get("rows"):  # nothing was measured (no profile, or it broke): say why
+        for line in profile.get("summary") or []:
+            console.print(Text(printable(line)))
+        return
     sizes = " ".join(f"{k}={v}" for k, v in (profile.get("sizes") or {}).items())
     threads = profile.get("threads")
     where = str(profile.get("device", "cpu"))

@@ -6,13 +6,16 @@ from __future__ import annotations
 import time
 
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
+from rich.measure import Measurement
+from rich.padding import Padding
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
 from grader.batch import Events
+from grader.report import likely_bug
 from grader.results import Outcome
 from grader.text import printable
 
@@ -93,44 +96,72 @@ def _score(outcome: Outcome) -> str:
 
 
 def trouble(outcome: Outcome) -> str:
-    """What went wrong with one notebook, in a line ("" for full marks)."""
+    """What went wrong with one notebook, in a line ("" for full marks): why it could not
+    be graded, no credit, the likely bug, what to read first, the first cell that failed,
+    or how many tests did not pass and the first one's verdict (its message is on the
+    notebook's card)."""
     report = outcome.report
-    if report is None:
-        return outcome.error
+    if report is None:  # the row names the notebook already
+        return outcome.error.removeprefix(f"{outcome.notebook}: ")
     if any(f.voids for f in report.integrity):
         return "no credit: the notebook reached for the grader itself"
+    missed = [t for t in report.tests if t.status != "passed"]
+    if report.hints:
+        return f"{len(missed)} not passed; likely bug: {likely_bug(report)}"
     if report.headlines:
         return report.headlines[0]
     if report.cell_errors:
         cell = report.cell_errors[0]
         return f"cell {cell.cell}: {cell.message or cell.kind}"
-    missed = [t for t in report.tests if t.status != "passed"]
     if not missed:
         return ""
-    return (
-        f"{len(missed)} not passed; first: {missed[0].id}: {missed[0].message or missed[0].status}"
-    )
+    return f"{len(missed)} not passed; first: {missed[0].id} ({missed[0].verdict})"
+
+
+class Clipped:
+    """`text` wrapped to the width it is given and cut to `lines` lines, the last one
+    ending in "…" when something was cut."""
+
+    def __init__(self, text: Text, lines: int = 2) -> None:
+        self.text = text
+        self.lines = lines
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        wrapped = list(self.text.wrap(console, width, overflow="fold"))
+        if len(wrapped) > self.lines:
+            wrapped = wrapped[: self.lines]
+            last = wrapped[-1]
+            space = last.plain.rfind(" ", 0, width - 1)  # cut between words where it can
+            last.truncate(space if space > 0 else width - 1)
+            last.rstrip()
+            last.append("…")
+        yield from wrapped
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self.text)
 
 
 def render_summary(outcomes: list[Outcome], console: Console, seconds: float) -> None:
-    """One row per notebook (score, level reached, duration, what went wrong), then the
-    totals."""
-    table = Table(box=box.SIMPLE_HEAD, expand=True)
-    longest = max((len(o.notebook) for o in outcomes), default=8)
-    table.add_column("notebook", overflow="fold", width=min(longest, 32))
+    """One row per notebook (score, level reached, duration; under the notebook, what went
+    wrong, in at most two lines), then the totals."""
+    table = Table(box=box.SIMPLE_HEAD)
+    table.add_column("notebook: what went wrong", overflow="fold")
     table.add_column("score", justify="right", no_wrap=True)
     table.add_column("level", justify="right", no_wrap=True)
     table.add_column("time", justify="right", no_wrap=True)
-    table.add_column("what went wrong", overflow="fold", ratio=1)
     for outcome in outcomes:
         report = outcome.report
         style = "green" if outcome.exit_code == 0 else "red" if outcome.exit_code >= 2 else ""
+        notebook: list[RenderableType] = [Text(printable(outcome.notebook))]
+        why = printable(trouble(outcome))
+        if why:
+            notebook.append(Padding(Clipped(Text(why, style="dim")), (0, 0, 0, 2)))
         table.add_row(
-            Text(printable(outcome.notebook)),
+            Group(*notebook),
             Text(_score(outcome) if report else "error", style=style),
             Text(str(report.level_reached) if report else "–"),
             Text(f"{report.duration_s:.1f} s" if report else "–"),
-            Text(printable(trouble(outcome))),
         )
     full = sum(o.exit_code == 0 for o in outcomes)
     lost = sum(o.exit_code == 1 for o in outcomes)

@@ -64,8 +64,11 @@ class Kernel:
 
     @property
     def sources(self) -> list[str]:
-        """The source of every code cell in the notebook."""
-        return [source for _, source in self.session.sources]
+        """The source of every code cell in the notebook, each knowing its cell's number as
+        the report numbers it (`CellSource.number`), which the scan's messages use."""
+        from grader.scan import CellSource
+
+        return [CellSource(source, index + 1) for index, source in self.session.sources]
 
     @property
     def cell_numbers(self) -> list[int]:

@@ -49,23 +49,28 @@ def render(report: GradeReport, console: Console) -> None:
     levels, what did not pass (identical failures on one row), the notebook's own cells.
     Everything on it is a Text (not markup), and every string that may come from the
     candidate goes through `printable`."""
-    head = Text.assemble(
-        ("Exercise  ", "bold"), printable(f"{report.exercise} — {report.title}\n"),
-        ("Notebook  ", "bold"), printable(f"{report.notebook}\n"),
-        ("Duration  ", "bold"),
-        printable(f"{report.duration_s:.1f} s   (torch {report.torch_version}"
-                  f"{'' if report.device == 'cpu' else ', on ' + report.device}"
-                  f"{', sandboxed' if report.sandboxed else ', NOT sandboxed'})"),
-    )  # fmt: skip
-    parts: list[RenderableType] = [head]
+    versions = (
+        f"{report.duration_s:.1f} s   (torch {report.torch_version}"
+        f"{'' if report.device == 'cpu' else ', on ' + report.device}"
+        f"{', sandboxed' if report.sandboxed else ', NOT sandboxed'})"
+    )
+    parts: list[RenderableType] = [
+        _hanging(
+            [("Exercise", f"{report.exercise} — {report.title}"),
+             ("Notebook", report.notebook), ("Duration", versions)],
+            "bold",
+        )
+    ]  # fmt: skip
     if report.root_cause:
         parts.append(_root_cause(report.root_cause, _count(report)))
-    parts += [_literal(f"! {line}", style="bold yellow") for line in _headlines(report)]
-    for n, hint in enumerate(report.hints):
-        label = "Likely bug  " if n == 0 else "        or  "
-        parts.append(Text.assemble((label, "bold cyan"), printable(hint)))
+    parts += [
+        _hanging([("!", Text(printable(line), style="bold yellow"))], "bold yellow", gap=1)
+        for line in _headlines(report)
+    ]
     if report.hints:
-        parts.append(Text(f"            ({_hints_from(report)})", style="dim"))
+        hints = [("or" if n else "Likely bug", hint) for n, hint in enumerate(report.hints)]
+        why = Text(f"({_hints_from(report)})", style="dim")
+        parts.append(_hanging([*hints, ("", why)], "bold cyan"))
     findings = [f for f in report.integrity if f.kind != "note"]
     notes = [f for f in report.integrity if f.kind == "note"]
     if findings:
@@ -79,7 +84,8 @@ def render(report: GradeReport, console: Console) -> None:
             title="What did not pass", title_justify="left", box=box.SIMPLE_HEAD, expand=True
         )
         table.add_column("lvl", justify="right", no_wrap=True)
-        table.add_column("test", overflow="fold", ratio=2)
+        # A ratio column's width is also the least it gets: a test id is never cut.
+        table.add_column("test", overflow="fold", ratio=2, width=_longest_word(rows, console))
         table.add_column("why", overflow="fold", ratio=3)
         for row in rows:
             test = _literal(row.title)
@@ -123,7 +129,7 @@ def render(report: GradeReport, console: Console) -> None:
             cut.add_row(*(Text(cell) for cell in row_cut))
         parts.append(cut)
     for note in report.notes:
-        parts.append(_literal(f"note: {note}", style="dim"))
+        parts.append(_hanging([("note:", Text(printable(note), style="dim"))], "dim", gap=1))
     style = "bold green" if report.full_marks else "bold"
     parts.append(
         Text.assemble(
@@ -147,14 +153,37 @@ def _hints_from(report: GradeReport) -> str:
 PUBLIC = "also in the candidate's self-check (the notebook's last cell runs it)"
 
 
-def _root_cause(cause: RootCause, tests: int) -> Text:
+def _root_cause(cause: RootCause, tests: int) -> Group:
     """'Root cause  cell 2, line 1: ModuleNotFoundError: ...' with the line's text and how
     many tests could not run because of it."""
-    text = Text.assemble(("Root cause  ", "bold red"), printable(_cause_line(cause)))
+    lines: list[tuple[str, str | Text]] = [("Root cause", _cause_line(cause))]
     if cause.source:
-        text.append(f"\n            > {printable(cause.source)}", style="dim")
-    text.append(f"\n            {_blocked(cause, tests)}")
-    return text
+        lines.append(("", Text(f"> {printable(cause.source)}", style="dim")))
+    lines.append(("", _blocked(cause, tests)))
+    return _hanging(lines, "bold red")
+
+
+def _hanging(lines: list[tuple[str, str | Text]], style: str, gap: int = 2) -> Group:
+    """Labelled lines ('Notebook  x.ipynb'): labels right-aligned in `style`, each value
+    wrapped under itself, never under its label. Values are candidate text (made
+    printable) unless already a Text. One grid per line, so that no line is padded to
+    the longest."""
+    width = max(len(label) for label, _ in lines)
+    grids = []
+    for label, value in lines:
+        grid = Table.grid(padding=(0, gap))
+        grid.add_column(justify="right", no_wrap=True, style=style, width=width)
+        grid.add_column(overflow="fold")
+        grid.add_row(label, value if isinstance(value, Text) else _literal(value))
+        grids.append(grid)
+    return Group(*grids)
+
+
+def _longest_word(rows: list[Row], console: Console) -> int:
+    """The width the test column needs to show every test id whole (at most half the
+    console: a longer name folds)."""
+    words = [w for row in rows for w in printable(f"{row.title} {row.detail}").split()]
+    return min(max(map(len, words), default=1), console.width // 2)
 
 
 def _count(report: GradeReport) -> int:
@@ -313,15 +342,18 @@ def to_junit(report: GradeReport) -> str:
 
 def junit_suite(report: GradeReport) -> ET.Element:
     """The `<testsuite>` of `to_junit`, named after the exercise: `<properties>` saying what
-    was graded and with what, then one testcase per hidden test."""
+    was graded and with what, then one testcase per hidden test. A stub still raising
+    NotImplementedError is a `<failure type="not_implemented">` (the test is required); a
+    test not run (`skipped`: after timeouts or crashes in a row, or past the time bound)
+    has no verdict and is `<skipped>`, its cause being an `<error>` of its own."""
     counts = {s: sum(t.status == s for t in report.tests) for s in _STYLE}
     suite = ET.Element(
         "testsuite",
         name=xml_safe(report.exercise),
         tests=str(len(report.tests)),
-        failures=str(counts["failed"]),
+        failures=str(counts["failed"] + counts["not_implemented"]),
         errors=str(counts["error"] + counts["timeout"] + counts["crashed"]),
-        skipped=str(counts["skipped"] + counts["not_implemented"]),
+        skipped=str(counts["skipped"]),
         time=f"{report.duration_s:.3f}",
     )
     properties = ET.SubElement(suite, "properties")
@@ -335,10 +367,13 @@ def junit_suite(report: GradeReport) -> ET.Element:
             name=xml_safe(t.id),
         )
         if t.status == "failed":
-            ET.SubElement(case, "failure", message=xml_safe(t.message))
+            ET.SubElement(case, "failure", message=xml_safe(t.message), type="failed")
+        elif t.status == "not_implemented":
+            message = ": ".join(filter(None, _why(t)))  # "not implemented: <the stub>"
+            ET.SubElement(case, "failure", message=xml_safe(message), type="not_implemented")
         elif t.status in ("error", "timeout", "crashed"):
             ET.SubElement(case, "error", message=xml_safe(f"{t.status}: {t.message}"))
-        elif t.status in ("skipped", "not_implemented"):
+        elif t.status == "skipped":
             ET.SubElement(case, "skipped", message=xml_safe(t.message or t.status))
     summary = {
         "score": report.score,
@@ -369,25 +404,34 @@ def _properties(report: GradeReport) -> dict[str, str]:
 
 def to_gradescope(report: GradeReport) -> str:
     """Gradescope's autograder `results.json`: one entry per hidden test. The public tests
-    are visible at once; the hidden ones once grades are published (`after_published`)."""
-    tests = [
-        {
-            "name": f"{t.level_name}: {t.id}",
-            "number": f"{t.level}.{n}",
-            "score": t.score,
-            "max_score": t.max_score,
-            "status": "passed" if t.status == "passed" else "failed",
-            "output": "" if t.status == "passed" else printable(": ".join(filter(None, _why(t)))),
-            "tags": [t.level_name],
-            "visibility": "after_published" if t.hidden else "visible",
-        }
-        for n, t in _numbered(report)
-    ]
+    are visible at once; the hidden ones once grades are published (`after_published`).
+    The likely bug is in the `output` the student sees at once when the public tests alone
+    show it (as in `for_candidate`); else in each failing hidden test's output."""
+    public_hint = bool(for_candidate(report, 0).hints)
+    tests = []
+    for n, t in _numbered(report):
+        why = "" if t.status == "passed" else ": ".join(filter(None, _why(t)))
+        if why and report.hints and t.hidden and not public_hint:
+            why += f"\nlikely bug: {likely_bug(report)}"
+        tests.append(
+            {
+                "name": f"{t.level_name}: {t.id}",
+                "number": f"{t.level}.{n}",
+                "score": t.score,
+                "max_score": t.max_score,
+                "status": "passed" if t.status == "passed" else "failed",
+                "output": printable(why),
+                "tags": [t.level_name],
+                "visibility": "after_published" if t.hidden else "visible",
+            }
+        )
     cause = report.root_cause
     lines = (
         [f"Root cause: {_cause_line(cause)}; {_blocked(cause, _count(report))}."] if cause else []
     )
     lines += [f"{line}." for line in _headlines(report)]
+    if public_hint:
+        lines.append(f"Likely bug: {likely_bug(report)} ({_hints_from(report)}).")
     lines += [f"Integrity ({f.kind}): {f.where()}{f.message}" for f in report.integrity]
     lines.append(
         f"Score {_points(report.score)}/{_points(report.max_score)}, level reached: {_reached(report)}."
@@ -409,6 +453,11 @@ def to_gradescope(report: GradeReport) -> str:
         },
     }
     return json.dumps(encodable_data(document), indent=2)
+
+
+def likely_bug(report: GradeReport) -> str:
+    """The report's likely bugs on one line: 'a? or b?' ("" when there is no hint)."""
+    return " or ".join(report.hints)
 
 
 def _numbered(report: GradeReport) -> list[tuple[int, CheckResult]]:

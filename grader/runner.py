@@ -12,29 +12,44 @@ and is the candidate's `error` only when the candidate's answers explain it:
   tensor was expected, None, a string, a tuple, list or dict of any length). The instance
   `kernel.new` asks a class for does not count (anything else the class gives does).
 
-Everything else is a `GraderBug`: NameError, KeyError, ZeroDivisionError, a bare
-`assert`, a RuntimeError from torch, or any exception in a test whose answers were all
-tensors and numbers (a `GraderError`, such as a replacement kernel that would not start,
-stays itself). A check that needs the candidate's value to be a tensor of some
-shape says so with `checks.tensor` (a `Failed`), so a crash on a well-formed answer is
-the suite's bug: grading stops (exit 3) rather than charge it to the candidate.
+A check's own `assert` fails the check, as in pytest: an AssertionError raised in the
+suite's code (the check's file, or a file in a folder exercises are loaded from) is a
+`failed` test, with the assert's message, or without one the assert statement itself
+(`assertion failed: assert y.shape == (3,)`); so does one raised by torch.testing's
+assertions (`torch.testing.assert_close`) called from the suite's code, with their message.
+An AssertionError from candidate code comes back from the kernel as the candidate's `error`
+like any other exception; one raised elsewhere in the grader or a library is a bug.
+
+Everything else is a `GraderBug`: NameError, KeyError, ZeroDivisionError, a RuntimeError
+from torch, or any exception in a test whose answers were all tensors and numbers (a
+`GraderError`, such as a replacement kernel that would not start, stays itself). A check
+that needs the candidate's value to be a tensor of some shape says so with `checks.tensor`
+(a `Failed`), so a crash on a well-formed answer is the suite's bug: grading stops (exit 3)
+rather than charge it to the candidate.
 """
 
 from __future__ import annotations
 
+import ast
+import linecache
+import os
 import time
+import traceback
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from grader.errors import GraderBug, GraderError
-from grader.exercise import Check, Exercise
+from grader.exercise import Check, Exercise, exercises_folders
 from grader.kernel.channel import Request
 from grader.limits import Limits
 from grader.outcomes import TROUBLE, CandidateOutcome, Status
 from grader.records import Finding
 from grader.remote import Calls, Kernel
 from grader.results import INTERFACE, CheckResult
+
+_SEP = os.sep
 
 # What using a value of the wrong kind or length raises.
 SHAPE_ERRORS = (TypeError, AttributeError, IndexError, ValueError)
@@ -141,6 +156,11 @@ def run_check(
         return outcome.status, _one_line(outcome.message()), INTERFACE * outcome.interface
     except GraderError:  # e.g. a replacement kernel that would not start: as it says
         raise
+    except AssertionError as e:  # the check's own `assert` fails it, as in pytest
+        message = _suite_assertion(e, check)
+        if message is None:
+            raise GraderBug(exercise or "?", check.id, e) from e
+        return Status.FAILED, _one_line(message), ""
     except Exception as e:
         if isinstance(e, SHAPE_ERRORS) and getattr(kernel.session, "loose", True):
             # a value of a kind the suite did not ask for: the interface's return type
@@ -148,6 +168,54 @@ def run_check(
             return Status.ERROR, message, INTERFACE
         raise GraderBug(exercise or "?", check.id, e) from e
     return Status.PASSED, "", ""
+
+
+def _suite_assertion(error: AssertionError, check: Check) -> str | None:
+    """What a failed `assert` in the suite's own code says: its message, else the assert
+    statement ("assertion failed: assert y.shape == (3,)"); None when `error` was raised
+    elsewhere (the grader's own code, a library): a bug."""
+    frames = traceback.extract_tb(error.__traceback__)
+    text = " ".join(str(error).split())
+    if frames and _in_suite(frames[-1].filename, check):
+        return text or f"assertion failed: {_statement(frames[-1])}"
+    # torch.testing's assertions (assert_close), called by the suite: pytest's idiom too
+    testing = [i for i, f in enumerate(frames) if f"torch{_SEP}testing{_SEP}" in f.filename]
+    if testing and testing[0] > 0 and _in_suite(frames[testing[0] - 1].filename, check):
+        return text or "torch.testing assertion failed"
+    return None
+
+
+def _in_suite(filename: str, check: Check) -> bool:
+    """Whether `filename` is the suite's code: the check function's own file, or a file in
+    a folder exercises are loaded from."""
+    code = getattr(check.run, "__code__", None)
+    if code is not None and filename == code.co_filename:
+        return True
+    path = Path(filename).resolve()
+    return any(folder.resolve() in path.parents for folder in exercises_folders())
+
+
+def _statement(frame: traceback.FrameSummary) -> str:
+    """The source of the assert statement that raised at `frame` (all its lines), else the
+    frame's line."""
+    for start, end, text in _asserts(frame.filename):
+        if frame.lineno is not None and start <= frame.lineno <= end:
+            return " ".join(text.split())
+    return (frame.line or "").strip() or f"{Path(frame.filename).name}, line {frame.lineno}"
+
+
+def _asserts(filename: str) -> tuple[tuple[int, int, str], ...]:
+    """(first line, last line, source) of every assert statement in the file."""
+    source = "".join(linecache.getlines(filename))
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return ()
+    return tuple(
+        (node.lineno, node.end_lineno or node.lineno, ast.get_source_segment(source, node) or "")
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assert)
+    )
 
 
 def _result(

@@ -5,8 +5,10 @@ KeyboardInterrupt, both raised in the main thread so that the session's cleanup 
 the way out. A signal that arrives while cleanup (or the setup of what cleanup undoes)
 is under way waits: `held()` marks such a section, and the signal is raised when the
 outermost section ends. Once one has been raised, later ones are ignored: the grader is
-already on its way out, cleaning up. Python runs signal handlers in the main thread only,
-whichever thread the signal reached, so plain module state is enough.
+already on its way out, cleaning up. An exception raised where a library swallows every
+exception (torch's C code importing numpy, a finalizer) is lost; `check()`, called where
+the grader goes on with its work, raises it again. Python runs signal handlers in the main
+thread only, whichever thread the signal reached, so plain module state is enough.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from contextlib import contextmanager
 STOPPING = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 _held = 0
 _pending: int | None = None
-_raised = False
+_raised = 0  # the signal raised, once one was
 
 
 class Stopped(BaseException):
@@ -41,8 +43,33 @@ def ignore_signals() -> None:
     """On the way out of the command, once cleanup is done: ignore stopping signals, so
     that one arriving while the interpreter shuts down (which puts back the default
     handlers of Python's own) cannot kill the process and change its exit code."""
+    global _pending
     for signum in STOPPING:
         signal.signal(signum, signal.SIG_IGN)
+    _pending = None  # arrived during the last cleanup: nothing is left to stop
+
+
+def forked() -> None:
+    """First thing in a process forked while the parent held a section (a batch worker):
+    that section is the parent's, so none is held here; a signal that arrived meanwhile is
+    raised now."""
+    global _held, _pending
+    _held = 0
+    if _pending is not None:
+        signum, _pending = _pending, None
+        _raise(signum)
+
+
+def check() -> None:
+    """Raise a stopping signal whose exception was lost, or that still waits (its held
+    section ended while another exception was on its way out): call it only where the
+    grader goes on with its work (between cells, calls, notebooks), never while it
+    unwinds. Inside a held section the signal waits for the section's end, as ever."""
+    global _pending
+    signum = _raised or _pending
+    if signum and not _held:
+        _pending = None
+        _raise(signum)
 
 
 @contextmanager
@@ -72,7 +99,7 @@ def _handle(signum: int, frame: object) -> None:
 
 def _raise(signum: int) -> None:
     global _raised
-    _raised = True
+    _raised = signum
     if signum == signal.SIGINT:
         raise KeyboardInterrupt
     raise Stopped(signum)

@@ -138,7 +138,7 @@ def grading_until_started(
 ) -> tuple[subprocess.Popen, Path]:
     """Start `grade ARGV` with its scratch spaces in a fresh short folder under /tmp
     (removed after the test), and return once `count` kernels have created a file named
-    `started` in their working folder."""
+    `started` in their working folder (a batch's are in the batch's own folder there)."""
     scratch = Path(tempfile.mkdtemp(dir="/tmp"))
     request.addfinalizer(lambda: shutil.rmtree(scratch, ignore_errors=True))
     grading = subprocess.Popen(
@@ -147,7 +147,7 @@ def grading_until_started(
         env={**os.environ, "TMPDIR": str(scratch)},
     )  # fmt: skip
     deadline = time.monotonic() + 120
-    while len(list(scratch.glob("grader-*/work/started"))) < count:
+    while len(list(scratch.glob("**/grader-*/work/started"))) < count:
         assert grading.poll() is None and time.monotonic() < deadline, grading.communicate()
         time.sleep(0.1)
     return grading, scratch

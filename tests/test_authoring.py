@@ -1,7 +1,7 @@
-"""Writing an exercise from the README alone: the "Write your own exercise" section's code
-blocks (a softmax exercise: solution cell, suite, corpus) become a project in a temporary
-folder; `grade build` writes its scaffold and `grade --exercises` grades it. Nothing here
-knows about attention, and the grader is not reinstalled."""
+"""Writing an exercise as the README says: `grade new softmax_rows` writes a project in a
+temporary folder (the files the "Write your own exercise" section shows, word for word),
+builds it, and `grade --exercises` grades it. Nothing here knows about attention, and the
+grader is not reinstalled."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import nbformat
 import pytest
 
 from grader.corpus import apply
+from grader.new import skeleton
 from tests.helpers import ROOT, Graded, assert_full_marks
 
 pytestmark = pytest.mark.kernel
@@ -38,21 +39,10 @@ def readme_files() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
-    """solutions/, notebooks/ and exercises/ built from the README alone."""
+    """A project made by `grade new softmax_rows` (which also builds it)."""
     root = tmp_path_factory.mktemp("authoring")
-    files = readme_files()
-    (root / "notebooks").mkdir()
-    (root / "solutions").mkdir()
-    for path, source in files.items():
-        target = root / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if path.endswith(".ipynb"):
-            nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
-            nb.metadata["grader"] = {"exercise": target.stem}
-            nbformat.write(nb, target)
-        else:
-            target.write_text(source)
-            (target.parent / "__init__.py").touch()
+    done = run("new", "softmax_rows", "--root", str(root), cwd=root)
+    assert done.returncode == 0, done.stderr
     return root
 
 
@@ -71,12 +61,55 @@ def grade_in(project: Path, notebook: Path) -> Graded:
     return Graded(done.returncode, done.stdout, done.stderr)
 
 
-def test_the_readme_gives_a_solution_a_suite_and_a_corpus():
-    assert set(readme_files()) == {
+def test_the_readme_shows_what_grade_new_writes():
+    files = skeleton("softmax_rows")
+    shown = readme_files()
+    assert set(shown) == {
         "solutions/softmax_rows.ipynb",
         "exercises/softmax_rows/suite.py",
         "exercises/softmax_rows/corpus.py",
     }
+    for path in ("exercises/softmax_rows/suite.py", "exercises/softmax_rows/corpus.py"):
+        assert shown[path] == files[path], path
+    cells = nbformat.reads(files["solutions/softmax_rows.ipynb"], as_version=4).cells
+    assert [c.cell_type for c in cells] == ["markdown", "code", "markdown", "code"]
+    assert shown["solutions/softmax_rows.ipynb"] == cells[1].source + "\n"
+
+
+def test_grade_new_writes_files_that_build_and_format_clean(project):
+    checked = run("build", "--check", "--root", str(project), cwd=project)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    ruff = Path(sys.executable).parent / "ruff"
+    for config in ([], ["--config", str(ROOT / "pyproject.toml")]):
+        done = subprocess.run(
+            [str(ruff), "format", "--check", *config, "exercises"],
+            cwd=project, capture_output=True, text=True,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+    again = run("new", "softmax_rows", "--root", str(project), cwd=project)
+    assert again.returncode == 2 and "exists already" in again.stderr, again.stderr
+    assert again.stderr.count("\n") == 1 and "Traceback" not in again.stderr
+
+
+@pytest.mark.parametrize("name", ["Softmax", "2x", "my-exercise", "_private"])
+def test_grade_new_refuses_an_id_that_is_not_a_lowercase_name(name, tmp_path):
+    done = run("new", name, "--root", str(tmp_path), cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "lowercase Python name" in done.stderr and not list(tmp_path.iterdir())
+
+
+def test_formatting_a_suite_or_adding_a_corpus_keeps_the_index_current(tmp_path):
+    from grader.catalog import sources_digest
+
+    (tmp_path / "one").mkdir()
+    suite = tmp_path / "one" / "suite.py"
+    suite.write_text("x = {'a':1}\n")
+    before = sources_digest(tmp_path)
+    suite.write_text('x = {\n    "a": 1,  # a comment\n}\n')
+    (tmp_path / "one" / "corpus.py").write_text("MUTANTS = []\n")
+    assert sources_digest(tmp_path) == before
+    suite.write_text('x = {"a": 2}\n')
+    assert sources_digest(tmp_path) != before
 
 
 def test_grade_list_shows_the_new_exercise_and_where_it_came_from(project):
@@ -90,13 +123,13 @@ def test_grade_list_shows_the_new_exercise_and_where_it_came_from(project):
 
 
 def test_the_solution_earns_full_marks_and_the_scaffold_nothing(project):
-    built = run("build", "--root", str(project), cwd=project)
-    assert built.returncode == 0, built.stderr
     assert_full_marks(grade_in(project, project / "solutions" / "softmax_rows.ipynb"))
     scaffold = grade_in(project, project / "notebooks" / "softmax_rows.ipynb")
     assert scaffold.returncode == 1, scaffold.stderr
     report = scaffold.report
-    assert report["score"] == 0 and report["cell_errors"] == []  # it has no self-check cell
+    assert report["score"] == 0
+    [error] = report["cell_errors"]  # the candidate's self-check calls the stub
+    assert error["message"] == "NotImplementedError: implement softmax_rows"
     assert {(t["status"], t["message"]) for t in report["tests"]} == {
         ("not_implemented", "not implemented: softmax_rows")
     }
@@ -134,7 +167,7 @@ def test_grade_hints_records_the_corpus_and_the_card_names_each_mutants_bug(proj
 
 def test_builtin_softmax_is_caught_by_the_exercises_own_watch(project, tmp_path):
     solution = nbformat.read(project / "solutions" / "softmax_rows.ipynb", as_version=4)
-    cell = solution.cells[0]
+    cell = solution.cells[1]
     start = cell.source.index("    # BEGIN SOLUTION")
     cell.source = cell.source[:start] + "    return torch.softmax(x, dim=-1)\n"
     path = tmp_path / "builtin.ipynb"

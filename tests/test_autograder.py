@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import re
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import grader
 from grader.autograder import autograder_entries, build_autograder, main, torch_pin
 from grader.errors import ExitCode, UsageError
 from grader.exercise import load_catalog
+from grader.grade import suite_hash
 from tests.exercise_packages import GOOD_SUITE
 from tests.helpers import ROOT, SCAFFOLDS, SOLUTIONS
 
@@ -164,10 +166,11 @@ def test_an_extra_exercises_folder_is_bundled_and_graded_with(tmp_path):
     assert re.search(r"-m grader\.autograder run \S+ exercises\n", script), script
 
 
-def test_a_plain_install_without_project_files_is_refused(monkeypatch, tmp_path):
+def test_a_plain_install_outside_a_checkout_is_refused(monkeypatch, tmp_path):
     (tmp_path / "grader").mkdir()
     monkeypatch.setattr(grader, "__file__", str(tmp_path / "grader" / "__init__.py"))
-    with pytest.raises(UsageError, match="run it from a checkout"):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError, match="run it inside a checkout of the grader"):
         autograder_entries(EXERCISE)
 
 
@@ -250,7 +253,12 @@ def test_a_grade_that_leaves_no_results_scores_zero_with_its_last_line(
         "score": 0,
         "output": output,
         "tests": [],
-        "extra_data": {"exercise": EXERCISE},
+        "extra_data": {
+            "exercise": EXERCISE,
+            "grader_version": grader.__version__,
+            "python_version": platform.python_version(),
+            "suite_hash": suite_hash(load_catalog()[EXERCISE]),  # what a grading records
+        },
     }
     # The notebook named for the exercise wins, wherever it is in the upload.
     assert (tmp_path / "args").read_text().splitlines() == [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import signal
@@ -11,11 +12,16 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from rich.console import Console
 
 from grader import catalog
 from grader.cli import format_size, grading_parser, main, parse_size
-from grader.exercise import load_catalog
+from grader.diagnosis import hints_document
+from grader.exercise import Exercise, load_catalog
+from grader.inprocess import InProcessSession
 from grader.limits import Limits
+from grader.profile import render_profile, run_profile
+from grader.remote import Kernel
 from tests.exercise_packages import (
     BROKEN,
     BROKEN_PROBLEMS,
@@ -305,3 +311,73 @@ def test_an_unknown_kernel_user_is_refused_before_any_grading(capsys):
     paths = [str(SOLUTIONS / "mha_interview.ipynb"), str(SOLUTIONS / "mha_causal.ipynb")]
     code, out, err = _run(capsys, *paths, "--kernel-user", "no-such-user-here")
     assert code == 2 and out == "" and err.count("\n") == 1 and "no-such-user-here" in err
+
+
+# -- small items: not a notebook, --json errors, an empty profile, twin mutants, a pipe ---
+
+
+def test_a_python_file_is_not_a_notebook(tmp_path, capsys):
+    path = tmp_path / "foo.py"
+    path.write_text("import torch\n\nx = torch.ones(3)\n")
+    code, out, err = _run(capsys, str(path))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and f"{path}: not a notebook" in err
+    assert "invalid JSON" not in err and "Traceback" not in err
+
+
+def test_one_unreadable_notebook_with_json_prints_its_error_object_as_a_batch_does(
+    tmp_path, capsys
+):
+    path = tmp_path / "nb.ipynb"
+    path.write_text("{oops")
+    code, out, err = _run(capsys, str(path), "--json")
+    assert code == 2 and err.count("\n") == 1 and "invalid JSON" in err
+    reason = f"{path}: invalid JSON at line 1, column 2"
+    assert json.loads(out) == {
+        "notebook": str(path), "error": reason, "exit_code": 2, "score": 0, "max_score": 0
+    }  # fmt: skip
+    code, out, _ = _run(capsys, str(path), "--json", "--cell-timeout", "0")
+    assert code == 2 and out == ""  # a bad flag is not the notebook's
+
+
+def test_a_profile_that_measured_nothing_prints_only_why():
+    exercise = Exercise(id="plain", title="t", seed="-", levels=["a"], defines=("f",))
+    profile = run_profile(exercise, Kernel(InProcessSession([])), Limits())
+    console = Console(file=io.StringIO(), width=100)
+    render_profile(profile, console)
+    assert console.file.getvalue() == "exercise plain has no profile\n"
+
+
+def test_hints_warns_about_mutants_that_fail_identically(tmp_path, capsys, monkeypatch):
+    folder = tmp_path / "exercises" / "alpha"
+    folder.mkdir(parents=True)
+    (tmp_path / "solutions").mkdir()
+    (tmp_path / "solutions" / "alpha.ipynb").write_text("{}")
+    exercise = Exercise(id="alpha", title="Alpha", seed="-", levels=["one"], defines=("alpha",))
+    exercise.folder = folder
+    same = {"runs": "output: # of # elements outside the tolerance"}
+
+    def write_hints(exercise, solution, jobs, limits):  # the mutants, as if graded
+        patterns = [("a", "a?", same), ("b", "b?", {"runs": "raised"}), ("c", "c?", same)]
+        (folder / "hints.json").write_text(hints_document(patterns))
+        return folder / "hints.json"
+
+    monkeypatch.setattr("grader.diagnosis.write_hints", write_hints)
+    monkeypatch.setattr("grader.exercise.load_catalog", lambda: {"alpha": exercise})
+    code, out, err = _run(capsys, "hints", "alpha", "--root", str(tmp_path))
+    assert code == 0 and out == f"alpha: wrote {folder / 'hints.json'}\n"
+    assert err.count("\n") == 1 and "alpha: mutants a, c fail identically" in err
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("flags", [[], ["--json"]], ids=["card", "json"])
+def test_a_reader_that_leaves_changes_no_exit_code(flags):
+    """`grade NB | head -1` on a full-marks notebook: exit 0, and nothing on stderr."""
+    command = [sys.executable, "-m", "grader.cli", str(SOLUTIONS / "mha_interview.ipynb"), *flags]
+    grading = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    assert grading.stdout is not None and grading.stderr is not None
+    grading.stdout.close()  # the reader is gone before the first line: every write fails
+    with grading.stderr:
+        err = grading.stderr.read().decode()
+    assert grading.wait(timeout=300) == 0, err
+    assert err == ""

@@ -270,3 +270,52 @@ def test_a_root_cause_survives_json():
     report = _report(marked, root_cause=cause, hints=["h?"])
     again = GradeReport.from_dict(json.loads(json.dumps(report.to_dict())))
     assert again == replace(report, duration_s=again.duration_s)
+
+
+# -- interface failures, and a notebook of another exercise ----------------------------------
+
+
+def test_failures_the_interface_explains_get_no_hint(tmp_path):
+    known = {f"t{i}": "m" for i in range(10)}
+    shares = {"w": "weights: got a float# tensor of shape (#, #), want None"}
+    exercise = _exercise(tmp_path, [("bug", "the bug?", known), ("none", "weights?", shares)])
+    missing = UNDEFINED.format("AttentionConfig")
+    undefined = [_t(f"t{i}", 1, "error", missing, problem=INTERFACE) for i in range(9)]
+    assert hints(exercise, undefined) == []  # was "perhaps: the bug?" (9 of its 10 tests)
+    # a known bug that fails a test for the interface the same way still names it
+    weights = _t("w", 1, "failed", "weights: got a float32 tensor of shape (2, 3), want None")
+    assert hints(exercise, [replace(weights, problem=INTERFACE)]) == ["weights?"]
+    # a known bug alongside an interface problem it does not explain: the bug is named
+    wrong = [_t(f"t{i}", 1, "failed", "m") for i in range(10)]
+    assert hints(exercise, [*wrong, replace(undefined[0], id="other")]) == ["the bug?"]
+
+
+def _graded_as(exercise: Exercise, notebook: Notebook, catalog: dict[str, Exercise]):
+    from grader.grade import build_report
+
+    missing = UNDEFINED.format("AttentionConfig")
+    tests = [_t(f"t{i}", 1, "error", missing, problem=INTERFACE) for i in range(9)]
+    return build_report(exercise, notebook, tests, [], 0, 1.0, catalog=catalog)
+
+
+def test_a_notebook_of_another_exercise_is_named_instead_of_a_hint(tmp_path):
+    known = {f"t{i}": "m" for i in range(10)}
+    graded = _exercise(tmp_path, [("bug", "per-head weights returned?", known)])
+    graded.defines = ("AttentionConfig", "MultiHeadAttention")
+    causal = Exercise("causal", "Causal", "", LEVELS, ("CausalAttention", "MultiHeadAttention"))
+    other = Exercise("softmax", "Softmax", "", LEVELS, ("softmax_rows",))
+    notebook = _notebook(
+        ("md", "# Causal attention"),
+        ("code", "class CausalAttention:\n    pass"),
+        ("code", "class MultiHeadAttention:\n    pass"),
+    )
+    report = _graded_as(graded, notebook, {"demo": graded, "causal": causal, "softmax": other})
+    assert report.hints == []
+    assert report.headlines == [
+        "the notebook looks like exercise causal, not demo: it defines causal's names, "
+        "not AttentionConfig (graded against the wrong exercise?)"
+    ]
+    assert "looks like exercise causal, not demo" in _card(report)
+    # no other exercise fits: no hint, and nothing else said
+    report = _graded_as(graded, notebook, {"demo": graded, "softmax": other})
+    assert report.hints == [] and report.headlines == []

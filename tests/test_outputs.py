@@ -4,6 +4,7 @@ and `grade merge`. Pure: reports are built by hand, no kernel."""
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 import random
@@ -531,3 +532,73 @@ def test_text_that_reorders_or_hides_itself_is_escaped_everywhere(mark):
     escaped = f"\\u{ord(mark):04x}"
     for text in (to_markdown(report), to_gradescope(report), to_junit(report)):
         assert mark not in text and escaped in text
+
+
+# -- what each cohort output says about a notebook: versions, the likely bug, short rows ---
+
+HINT = "logits scaled by 1/sqrt(embed_dim), not 1/sqrt(head_dim)?"
+RAW = (
+    "output y vs nn.MultiheadAttention: 120 of 120 elements outside the tolerance; worst at "
+    "[1, 2, 8]: got -0.1728022, want -0.1202299, off by 0.0526 where 1.12e-07 is allowed"
+)
+
+
+def _mutants() -> list[Outcome]:
+    """Notebooks that fail as a known bug makes them fail (a hint), as an unknown one does
+    (no hint: the first failure's long message), and one that could not be graded."""
+    known = replace(_report("subs/known.ipynb", "beta", 1, RAW), cell_errors=[], hints=[HINT])
+    unknown = replace(_report("subs/unknown.ipynb", "beta", 1, RAW), cell_errors=[])
+    return [
+        Outcome(known.notebook, known, exit_code=1),
+        Outcome(unknown.notebook, unknown, exit_code=1),
+        Outcome("subs/bad.ipynb", error="subs/bad.ipynb: JSON but not a notebook", exit_code=2),
+    ]
+
+
+def test_every_gradescope_result_says_what_graded_it(tmp_path):
+    """extra_data carries the suite hash and the Python version, graded or not."""
+    cohort = _mutants()
+    write_gradescope_folder(cohort, tmp_path / "gs")
+    for name in ("subs__known", "subs__bad"):
+        extra = json.loads((tmp_path / "gs" / f"{name}.json").read_text("utf-8"))["extra_data"]
+        assert {"suite_hash", "python_version", "grader_version"} <= set(extra), name
+    known = json.loads((tmp_path / "gs" / "subs__known.json").read_text("utf-8"))["extra_data"]
+    assert (known["suite_hash"], known["python_version"]) == ("beta-hash", "3.11.7")
+
+
+def test_the_summary_table_shows_the_likely_bug_in_short_rows_at_80_columns():
+    from rich.console import Console
+
+    from grader.progress import render_summary
+
+    console = Console(record=True, width=80, file=io.StringIO())
+    render_summary(_mutants(), console, 12.0)
+    text = console.export_text()
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 80
+    flat = " ".join(text.split())
+    assert f"likely bug: {HINT}" in flat
+    assert "off by 0.0526" not in flat  # the raw failure stays on the notebook's card
+    assert "3 not passed; first: shared (wrong answer)" in flat
+    start = next(i for i, line in enumerate(lines) if "subs/known.ipynb" in line)
+    rows = lines[start : lines.index(" " * 80, start)]
+    assert len(rows) <= 3 * 3  # per notebook: its name, then what went wrong in two lines
+    assert sum("subs/bad.ipynb" in line for line in rows) == 1  # not repeated in its reason
+
+
+def test_the_index_shows_the_likely_bug_and_puts_the_links_first(tmp_path):
+    cohort = _mutants()
+    write_output_dir(cohort, tmp_path / "out")
+    index = (tmp_path / "out" / "index.html").read_text("utf-8")
+    rows = re.findall(r"<tr class=.*?</tr>", index)
+    assert len(rows) == 3
+    for row in rows:
+        first, *rest = re.findall(r"<td[^>]*>(.*?)</td>", row)
+        assert '.html">subs/' in first and not any("href" in cell for cell in rest)
+        assert rest[-1].count("<br>") <= 1  # what went wrong: two lines at most
+    known = next(row for row in rows if "subs/known.ipynb" in row)
+    assert f"likely bug: {html.escape(HINT)}" in known and "off by" not in index
+    # usable on a laptop screen and narrower: the table takes the page's width, long
+    # names break anywhere, and a narrow screen stacks each row's cells
+    assert "width: 100%" in index and "overflow-wrap: anywhere" in index
+    assert "@media (max-width:" in index

@@ -213,7 +213,8 @@ def test_junit_is_well_formed_for_hostile_text():
     assert cases[0].find("failure").get("message") == escaped
     assert cases[1].find("error").get("message").startswith(f"error: {escaped}")
     assert cases[2].find("error").get("message") == f"timeout: {escaped}"
-    assert cases[4].find("skipped").get("message") == escaped
+    assert cases[4].find("failure").get("message") == f"not implemented: {escaped}"
+    assert cases[5].find("skipped").get("message") == escaped
     summary = json.loads(suite.find("system-out").text)
     assert summary["headlines"] == [encodable(HOSTILE)]
     assert summary["notebook"] == encodable(_hostile_report().notebook)
@@ -224,7 +225,7 @@ def test_junit_of_an_ordinary_report_keeps_its_text():
     suite = ET.fromstring(to_junit(_ordinary_report()).encode("utf-8"))
     failure = suite.find("testcase[@name='b']/failure")
     assert failure.get("message") == "expected shape (2, 5, 16), got (2, 5, 8)"
-    assert suite.get("tests") == "3" and suite.get("failures") == "1"
+    assert suite.get("tests") == "3" and suite.get("failures") == "2"  # b, and c's stub
 
 
 # -- JSON and Gradescope -------------------------------------------------------------------
@@ -272,3 +273,115 @@ def test_json_of_an_ordinary_report_is_unchanged():
     assert json.loads(to_json(report)) == json.loads(json.dumps(report.to_dict()))
     report = replace(report, notebook="ordnér/nb 😀.ipynb")
     assert json.loads(to_json(report))["notebook"] == "ordnér/nb 😀.ipynb"
+
+
+# -- the likely bug, JUnit's stubs, 80 columns ---------------------------------------------
+
+HINTS = [
+    "logits scaled by 1/sqrt(embed_dim), not 1/sqrt(head_dim)?",
+    "logits not scaled by 1/sqrt(head_dim)?",
+]
+PARITY = (
+    "output y vs nn.MultiheadAttention: 120 of 120 elements outside the tolerance; worst at "
+    "[1, 2, 8]: got -0.1728022, want -0.1202299, off by 0.0526 where 1.12e-07 is allowed "
+    "(atol=1e-07, rtol=1e-07)"
+)
+FAILING = {  # the tests a scale-by-sqrt(embed_dim) notebook fails, and their docstrings
+    "parity_without_mask": "Same y and weights as nn.MultiheadAttention with the same "
+    "(biased) projections.",
+    "parity_with_per_sample_mask": "Parity under a [B, 1, T, S] bool mask (cross-attention).",
+    "input_gradient_matches_oracle": "d(sum(y * r))/dx matches nn.MultiheadAttention's in "
+    "float64 (causal self-attention).",
+}
+
+
+def _mutant_report(public: bool = False) -> GradeReport:
+    """A notebook failing as a known bug makes it fail (`public`: only public tests fail)."""
+    levels = ["shapes", "parity", "training"]
+    tests = [CheckResult("self_attention_shapes", 1, "shapes", "passed", 1, 1)]
+    tests += [
+        CheckResult(test, 2 + (i == 2), levels[1 + (i == 2)], "failed", 0, 2, PARITY,
+                    hidden=not public, description=doc)
+        for i, (test, doc) in enumerate(FAILING.items())
+    ]  # fmt: skip
+    summary, reached = summarise(levels, tests)
+    return GradeReport(
+        exercise="mha_interview",
+        title="Multi-head attention module (self- and cross-attention, masks)",
+        notebook="submissions/a_candidate_with_a_rather_long_name/attention.ipynb",
+        score=1, max_score=7, level_reached=reached, level_reached_name="shapes",
+        levels=summary, duration_s=3.2, tests=tests, cell_errors=[], hints=HINTS,
+        torch_version="2.13.0+cpu", python_version="3.11.7", suite_hash="ab" * 32,
+    )  # fmt: skip
+
+
+def test_gradescope_shows_the_likely_bug_where_the_student_may_read_it():
+    """In `output` (seen at once) when public tests alone show it; else with each failing
+    hidden test (seen once grades are published), never in `output`."""
+    line = f"Likely bug: {HINTS[0]} or {HINTS[1]} ("
+    public = json.loads(to_gradescope(_mutant_report(public=True)))
+    assert line in public["output"]
+    hidden = json.loads(to_gradescope(_mutant_report()))
+    assert "likely bug" not in hidden["output"].lower()
+    failing = [t for t in hidden["tests"] if t["status"] == "failed"]
+    assert {t["visibility"] for t in failing} == {"after_published"}
+    assert all(t["output"].endswith(f"\nlikely bug: {HINTS[0]} or {HINTS[1]}") for t in failing)
+    assert hidden["extra_data"]["suite_hash"] == "ab" * 32
+    assert hidden["extra_data"]["python_version"] == "3.11.7"
+
+
+def test_junit_fails_a_stub_and_keeps_a_test_not_run_skipped():
+    """A required test whose stub raises NotImplementedError is a failure, not a skip; a
+    test not run (after timeouts in a row) has no verdict and stays skipped."""
+    report = replace(
+        _ordinary_report(),
+        tests=[
+            CheckResult("a", 1, "shapes", "passed", 1, 1),
+            CheckResult("b", 2, "masks", "not_implemented", 0, 1, "not implemented: forward"),
+            CheckResult("c", 3, "parity", "not_implemented", 0, 1),
+            CheckResult("d", 3, "parity", "skipped", 0, 1, "not run: the last 3 tests timed out"),
+        ],
+    )
+    suite = ET.fromstring(to_junit(report).encode("utf-8"))
+    totals = {k: suite.get(k) for k in ("tests", "failures", "errors", "skipped")}
+    assert totals == {"tests": "4", "failures": "2", "errors": "0", "skipped": "1"}
+    for name, message in (("b", "not implemented: forward"), ("c", "not implemented")):
+        failure = suite.find(f"testcase[@name='{name}']/failure")
+        assert failure is not None and suite.find(f"testcase[@name='{name}']/skipped") is None
+        assert (failure.get("type"), failure.get("message")) == ("not_implemented", message)
+    skipped = suite.find("testcase[@name='d']/skipped")
+    assert skipped.get("message") == "not run: the last 3 tests timed out"
+
+
+def _lines(render_to, width: int = 80) -> list[str]:
+    console = Console(record=True, width=width, file=io.StringIO())
+    render_to(console)
+    return console.export_text().splitlines()
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_the_card_fits_the_terminal_with_every_test_id_whole(width):
+    report = _mutant_report()
+    lines = _lines(lambda console: render(report, console), width)
+    assert max(map(len, lines)) <= width
+    for test in FAILING:
+        assert any(test in line for line in lines), test
+    # a wrapped value goes on under itself, not under its label
+    exercise = next(i for i, line in enumerate(lines) if line.startswith("Exercise  "))
+    assert lines[exercise + 1].startswith(" " * 10 + "cross-attention") or width > 80
+    bug = next(i for i, line in enumerate(lines) if line.startswith("Likely bug  "))
+    assert lines[bug + 1].startswith("        or  logits not scaled")
+    assert lines[bug + 2].startswith(" " * 12 + "(the hidden tests fail")
+    assert lines[bug + 3].startswith(" " * 12) or width > 80
+
+
+def test_grade_list_fits_80_columns_with_every_word_whole():
+    from grader.catalog import catalog_rows, render_catalog
+
+    lines = _lines(render_catalog)
+    assert max(map(len, lines)) <= 80
+    words = {w for line in lines for w in line.replace("│", " ").replace("┃", " ").split()}
+    for row in catalog_rows():
+        for value in (row.id, row.seed, *" ".join(row.levels).split(), *row.packages):
+            assert value in words or f"{value}," in words, value
+    assert {"title,", "levels,", "packages,", "seed", "tests", "points"} <= words

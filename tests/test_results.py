@@ -85,13 +85,18 @@ def test_json_has_the_documented_fields():
 
 def test_junit_marks_failures_and_skips():
     report = _report(
-        [_t("a", 1, "passed"), _t("b", 2, "failed", message="bad"), _t("c", 3, "not_implemented")]
+        [
+            _t("a", 1, "passed"),
+            _t("b", 2, "failed", message="bad"),
+            _t("c", 3, "not_implemented", message="not implemented: f"),
+            _t("d", 3, "skipped", message="not run"),
+        ]
     )
     suite = ET.fromstring(to_junit(report))
-    assert (
-        suite.get("tests") == "3" and suite.get("failures") == "1" and suite.get("skipped") == "1"
-    )
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("4", "2", "1")
     assert suite.find("testcase[@name='b']/failure").get("message") == "bad"
+    stub = suite.find("testcase[@name='c']/failure")  # a stub fails a required test
+    assert stub.get("type") == "not_implemented" and stub.get("message") == "not implemented: f"
 
 
 def test_report_card_shows_levels_failures_cell_errors_and_score():

@@ -7,7 +7,9 @@ kernel test shows the whole path through the CLI.
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import Any
 
 import nbformat
@@ -88,15 +90,6 @@ def test_a_crash_when_every_answer_was_a_tensor_is_the_graders_bug(bug):
         bug(kernel.get("f")(torch.ones(2)))
 
     with pytest.raises(GraderBug):
-        _grade(check, torch.ones(2))
-
-
-def test_a_bare_assert_in_a_check_is_the_graders_bug():
-    def check(kernel):
-        y = kernel.get("f")(torch.ones(2))
-        assert y.shape == (3,)
-
-    with pytest.raises(GraderBug, match="AssertionError"):
         _grade(check, torch.ones(2))
 
 
@@ -263,3 +256,130 @@ def test_shown_tests_run_before_any_hidden_one_and_the_report_keeps_level_order(
     results = run_checks(exercise, Kernel(FakeSession()), Limits(reveal=reveal), math.inf)
     assert ran[: len(first)] == first
     assert [r.id for r in results] == [c.id for c in exercise.checks]
+
+
+# -- a check's own `assert` fails the check, as in pytest ---------------------------------
+
+SUITE = """
+import torch
+
+
+def keeps_shape_and_dtype(kernel):
+    \"\"\"Written as pytest taught: a plain assert.\"\"\"
+    y = kernel.get("f")(torch.ones(2))
+    assert y.shape == (3,), f"f(x) has shape {tuple(y.shape)}, want (3,)"
+
+
+def multi_line(kernel):
+    y = kernel.get("f")(torch.ones(2))
+    assert y.dtype == torch.float64 or y.shape == (
+        3,
+    )
+
+
+def positive(y):
+    assert float(y.min()) > 0
+
+
+def calls_the_candidate(kernel):
+    kernel.get("f")(torch.ones(2))
+
+
+def compares_with_torch_testing(kernel):
+    torch.testing.assert_close(kernel.get("f")(torch.ones(2)), torch.ones(2))
+
+
+def passes_a_matrix(kernel):
+    kernel.get("f")(torch.ones(2, 2))
+"""
+
+
+def _suite(folder: Path) -> dict[str, Any]:
+    """The functions of SUITE, written to `folder` as a suite file (a test module's asserts
+    would be reworded by pytest's assertion rewriting)."""
+    path = folder / "suite.py"
+    path.write_text(SUITE)
+    namespace: dict[str, Any] = {}
+    exec(compile(SUITE, str(path), "exec"), namespace)
+    return namespace
+
+
+def test_a_checks_own_assert_fails_the_check_with_its_message(tmp_path):
+    check = _suite(tmp_path)["keeps_shape_and_dtype"]
+    assert _grade(check, torch.ones(2)) == ("failed", "f(x) has shape (2,), want (3,)")
+
+
+def test_an_assert_without_a_message_fails_with_the_assert_statement(tmp_path):
+    status, message = _grade(_suite(tmp_path)["multi_line"], torch.ones(2))
+    assert status == "failed"
+    assert message == "assertion failed: assert y.dtype == torch.float64 or y.shape == ( 3, )"
+
+
+def test_an_assert_in_a_helper_of_the_suite_fails_the_check(tmp_path, monkeypatch):
+    """A helper in a folder exercises are loaded from is the suite's code too."""
+    folder = tmp_path / "exercises"
+    folder.mkdir()
+    positive = _suite(folder)["positive"]
+
+    def check(kernel):  # in this test file; its helper is in the exercises folder
+        positive(kernel.get("f")(torch.ones(2)))
+
+    monkeypatch.setattr("grader.runner.exercises_folders", lambda: [folder])
+    assert _grade(check, -torch.ones(2)) == (
+        "failed",
+        "assertion failed: assert float(y.min()) > 0",
+    )
+    monkeypatch.setattr("grader.runner.exercises_folders", lambda: [])
+    with pytest.raises(GraderBug, match="AssertionError"):  # neither the check's file nor a suite's
+        _grade(check, -torch.ones(2))
+
+
+def test_torch_testings_assertion_called_by_the_check_fails_it_with_its_message(tmp_path):
+    status, message = _grade(_suite(tmp_path)["compares_with_torch_testing"], torch.zeros(2))
+    assert status == "failed"
+    assert message.startswith("Tensor-likes are not close! Mismatched elements: 2 / 2")
+
+
+def test_an_assertion_error_raised_outside_the_suite_is_still_the_graders_bug():
+    import grader
+
+    engine = str(Path(grader.__file__).parent / "kernel" / "session.py")
+    namespace: dict[str, Any] = {}
+    exec(compile("def call():\n    assert False\n", engine, "exec"), namespace)
+
+    def check(kernel):
+        kernel.get("f")(torch.ones(2))
+        namespace["call"]()  # as if the grader's own code failed an assert
+
+    with pytest.raises(GraderBug, match="AssertionError"):
+        _grade(check, torch.ones(2))
+
+
+def test_an_assertion_error_in_the_candidates_code_stays_the_candidates_error(tmp_path):
+    raised = {"raised": {"type": "AssertionError", "message": "x must be 2-D", "where": "f"}}
+    check = _suite(tmp_path)["calls_the_candidate"]
+    assert _grade(check, raised) == ("error", "f raised AssertionError: x must be 2-D")
+
+
+@pytest.mark.kernel
+def test_a_checks_assert_grades_the_notebook_with_that_test_failed(tmp_path, capfd, monkeypatch):
+    suite = _suite(tmp_path)
+    exercise = Exercise(id="layer_norm", title="-", seed="-", levels=["one"], defines=("f",))
+    for name in ("keeps_shape_and_dtype", "multi_line", "passes_a_matrix"):
+        exercise.check("one")(suite[name])
+    path = tmp_path / "f.ipynb"
+    source = "def f(x):\n    assert x.dim() == 1, 'x must be 1-D'\n    return x"
+    nbformat.write(notebook_with(source, exercise="layer_norm"), path)
+    monkeypatch.setattr("grader.grade.load_catalog", lambda: Catalog({"layer_norm": exercise}))
+    code = main([str(path), "--json"])
+    out, err = capfd.readouterr()
+    assert code == 1, err
+    tests = {t["id"]: t for t in json.loads(out)["tests"]}
+    assert {t: tests[t]["status"] for t in tests} == {
+        "keeps_shape_and_dtype": "failed",
+        "multi_line": "failed",
+        "passes_a_matrix": "error",  # the candidate's own assert, in the kernel
+    }
+    assert tests["keeps_shape_and_dtype"]["message"] == "f(x) has shape (2,), want (3,)"
+    assert tests["multi_line"]["message"].startswith("assertion failed: assert y.dtype")
+    assert "f raised AssertionError: x must be 1-D" in tests["passes_a_matrix"]["message"]

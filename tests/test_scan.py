@@ -480,3 +480,34 @@ def test_machinery_and_magics_are_notes_not_a_failed_source_check():
 def test_installing_a_package_is_not_a_finding(cell):
     # The kernel imports only the declared environment and pip writes to the scratch space.
     assert findings(cell) == []
+
+
+def test_authors_calls_name_cells_as_the_card_does_markdown_cells_counted():
+    """`require_clean_source(kernel.sources, ...)`, as the authoring guide writes it, and the
+    scan functions given `kernel.sources` number cells as the card does: all cells count."""
+    import types
+
+    import nbformat
+
+    from grader.checks import Failed
+    from grader.integrity import require_clean_source
+    from grader.notebook import Notebook
+    from grader.remote import Kernel
+
+    md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
+    node = nbformat.v4.new_notebook(
+        cells=[md("# Attention"), code(IMPORTS), md("## Heads"), md("Now attend."), code(USES_SDPA)]
+    )
+    kernel = Kernel(types.SimpleNamespace(sources=Notebook(Path("nb.ipynb"), node).code_cells))
+    want = "cell 5, line 2: uses scaled_dot_product_attention"
+    with pytest.raises(Failed, match=f"in the source: {want}$") as readme_form:
+        require_clean_source(kernel.sources, FORBIDDEN, ATTENTION)
+    with pytest.raises(Failed) as with_numbers:  # the built-in suites' form
+        require_clean_source(kernel.sources, FORBIDDEN, ATTENTION, kernel.cell_numbers)
+    assert str(readme_form.value) == str(with_numbers.value)
+    assert scan(kernel.sources, FORBIDDEN, PRIVATE) == [want]
+    [finding] = scan_cells(kernel.sources, FORBIDDEN, PRIVATE).builtins
+    assert (finding.cell, finding.line, str(finding)) == (5, 2, want)
+    assert [getattr(s, "number", None) for s in kernel.sources] == [2, 5]
+    # plain strings know no notebook: numbered among themselves, and said so
+    assert scan([IMPORTS, USES_SDPA], FORBIDDEN) == [f"code {want.replace('5', '2', 1)}"]

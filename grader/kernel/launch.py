@@ -348,11 +348,16 @@ def guard_config(workdir: Path, private: list[Path], packages: tuple[str, ...]) 
     }
 
 
-def scratch_root() -> Path:
-    """A private folder for the session. Unix socket paths must stay under ~100 bytes, so
-    a deep TMPDIR gives way to /tmp."""
+# What a folder made by `scratch_root` adds to its parent's path: "/grader-" and 8 letters.
+SCRATCH_NAME_CHARS = 16
+
+
+def scratch_root(room: int = 0) -> Path:
+    """A private folder for the session (or, with `room`, one whose path leaves that many
+    characters for what goes in it: a batch's, which holds its sessions' folders). Unix
+    socket paths must stay under ~100 bytes, so a deep TMPDIR gives way to /tmp."""
     root = Path(tempfile.mkdtemp(prefix="grader-"))
-    if len(str(root)) > 60 and Path("/tmp").is_dir():
+    if len(str(root)) > 60 - room and Path("/tmp").is_dir():
         root.rmdir()
         root = Path(tempfile.mkdtemp(prefix="grader-", dir="/tmp"))
     return root

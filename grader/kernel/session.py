@@ -46,7 +46,7 @@ from grader.kernel.process import KernelProcess, OutputBudget, kill_all
 from grader.limits import Limits
 from grader.outcomes import CallTimeout, KernelCrashed, NoAnswer, Status
 from grader.records import Finding, RecordReader
-from grader.signals import held
+from grader.signals import check, held
 
 # How long past the grading's deadline the watchdog lets the grader wind down on its own
 # before it kills the kernel.
@@ -173,6 +173,7 @@ class Session:
             KernelCrashed: the kernel died (a fresh one is already running).
             NoAnswer: the kernel gave no answer the grader can read.
         """
+        check()  # a stopping signal whose exception was lost stops the grading here
         process = self._process
         if process is None or not process.running:  # the deadline passed, the kernel is gone
             raise CallTimeout(f"grading passed its {self.limits.total_timeout:g} s limit")
@@ -372,6 +373,7 @@ class Session:
     def _run_cells(self) -> None:
         self.cells = []
         for index, source in self.sources:
+            check()
             left = self.deadline - time.monotonic()
             if left <= 0:
                 message = f"not run: grading passed its {self.limits.total_timeout:g} s limit"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import platform
 import re
 import unicodedata
 from collections import Counter
@@ -21,9 +22,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import quote
 
+import grader
 from grader.outputs.documents import notebook_of, sort_outcomes
 from grader.outputs.executed import executed_notebook
-from grader.report import encodable_data, to_gradescope, to_html
+from grader.report import encodable_data, likely_bug, to_gradescope, to_html
 from grader.results import GradeReport, Outcome
 from grader.text import encodable, printable
 
@@ -101,12 +103,19 @@ def write_gradescope_folder(outcomes: Iterable[Outcome], folder: Path) -> None:
 
 
 def _gradescope_error(outcome: Outcome) -> str:
+    """A zero saying why; `extra_data` says what graded it (no suite ran: no suite_hash)."""
     document = {
         "score": 0,
         "execution_time": 0,
         "output": f"Could not grade {notebook_of(outcome)}: {outcome.error}",
         "tests": [],
-        "extra_data": {"notebook": notebook_of(outcome), "exit_code": outcome.exit_code},
+        "extra_data": {
+            "notebook": notebook_of(outcome),
+            "exit_code": outcome.exit_code,
+            "grader_version": grader.__version__,
+            "python_version": platform.python_version(),
+            "suite_hash": "",
+        },
     }
     return json.dumps(encodable_data(document), indent=2)
 
@@ -144,12 +153,21 @@ _PAGE = """<!DOCTYPE html>
 <title>{title}</title>
 <style>
 body {{ font-family: system-ui, sans-serif; margin: 2em; }}
-table {{ border-collapse: collapse; }}
+table {{ border-collapse: collapse; width: 100%; }}
 th, td {{ border-bottom: 1px solid #ddd; padding: 0.3em 0.8em; text-align: left;
-  vertical-align: top; }}
+  vertical-align: top; overflow-wrap: anywhere; }}
 td.number {{ text-align: right; white-space: nowrap; }}
 tr.error td {{ background: #fde8e8; }}
 tr.full td:first-child {{ border-left: 4px solid #2e7d32; }}
+td small {{ white-space: nowrap; }}
+/* a narrow screen: each row a block, its cells one under the other, links first */
+@media (max-width: 48em) {{
+  body {{ margin: 1em; }}
+  thead {{ display: none; }}
+  table, tbody, tr, td {{ display: block; }}
+  tr {{ border-bottom: 1px solid #ddd; padding: 0.4em 0; }}
+  td, td.number {{ border: none; padding: 0.1em 0.5em; text-align: left; }}
+}}
 </style>
 </head>
 <body>
@@ -210,28 +228,30 @@ def _href(slug: str, extension: str) -> str:
 
 
 def _index_row(outcome: Outcome, slug: str, with_notebook: bool) -> str:
+    """The notebook first, linking its report (and its executed notebook), then the
+    numbers, the exercise, and what went wrong in at most two lines."""
     report = outcome.report
     name = html.escape(printable(notebook_of(outcome)))
-    notebook = f'<a href="{_href(slug, "ipynb")}">notebook</a>' if with_notebook else ""
-    links = f'<a href="{_href(slug, "html")}">report</a> {notebook}'
+    links = f'<a href="{_href(slug, "html")}">{name}</a>'
+    if with_notebook:
+        links += f'<br><small><a href="{_href(slug, "ipynb")}">executed notebook</a></small>'
     if report is None:
-        why = html.escape(printable(f"could not grade: {outcome.error}"))
-        cells = [name, "", "", "", "", why, links]
-        return _row("error", cells)
+        error = outcome.error.removeprefix(f"{outcome.notebook}: ")  # named in the row
+        why = html.escape(printable(f"could not grade: {error}"))
+        return _row("error", [links, "", "", "", "", why])
     cells = [
-        name,
-        html.escape(printable(report.exercise)),
+        links,
         f"{report.score:g}/{report.max_score:g}",
         html.escape(printable(_reached(report))),
         f"{report.duration_s:.1f} s",
+        html.escape(printable(report.exercise)),
         "<br>".join(html.escape(printable(line)) for line in trouble(report)),
-        links,
     ]
     return _row("full" if report.full_marks else "lost", cells)
 
 
 def _row(kind: str, cells: list[str]) -> str:
-    numbers = (2, 4)  # score, duration
+    numbers = (1, 3)  # score, duration
     tds = "".join(
         f'<td class="number">{cell}</td>' if i in numbers else f"<td>{cell}</td>"
         for i, cell in enumerate(cells)
@@ -246,20 +266,28 @@ def _reached(report: GradeReport) -> str:
 
 
 def trouble(report: GradeReport) -> list[str]:
-    """What went wrong, in a few lines: no credit, what to read first (headlines), the
-    tests not passed, the cells that failed."""
+    """What went wrong, in at most two lines: what to read first (no credit, the likely
+    bug, or a missing package), then the tests not passed (the first few, when no likely
+    bug explains them) and the cells that failed. The rest is on the notebook's page."""
     lines = []
     if any(f.voids for f in report.integrity):
         lines.append("no credit: the notebook reached for the grader itself")
-    lines += report.headlines
+    elif report.hints:
+        lines.append(f"likely bug: {likely_bug(report)}")
+    elif report.headlines:
+        others = len(report.headlines) - 1
+        lines.append(report.headlines[0] + (f" (+{others} more)" if others else ""))
+    parts = []
     failed = [t for t in report.tests if t.status != "passed"]
     if failed:
-        shown = ", ".join(t.id for t in failed[:5]) + (", ..." if len(failed) > 5 else "")
-        lines.append(f"{len(failed)} of {len(report.tests)} tests not passed: {shown}")
+        shown = "" if report.hints else ": " + ", ".join(t.id for t in failed[:3])
+        more = ", ..." if shown and len(failed) > 3 else ""
+        parts.append(f"{len(failed)} of {len(report.tests)} tests not passed{shown}{more}")
     if report.cell_errors:
-        cells = ", ".join(f"{c.cell} ({c.kind})" for c in report.cell_errors[:5])
-        more = ", ..." if len(report.cell_errors) > 5 else ""
-        lines.append(f"cells that failed: {cells}{more}")
+        cells = ", ".join(f"{c.cell} ({c.kind})" for c in report.cell_errors[:3])
+        parts.append(f"cells that failed: {cells}{', ...' if len(report.cell_errors) > 3 else ''}")
+    if parts:
+        lines.append("; ".join(parts))
     return lines
 
 
@@ -272,15 +300,7 @@ def _index(outcomes: list[Outcome], rows: list[str]) -> str:
     )
     header = "".join(
         f"<th>{h}</th>"
-        for h in (
-            "notebook",
-            "exercise",
-            "score",
-            "level reached",
-            "duration",
-            "what went wrong",
-            "",
-        )
+        for h in ("notebook", "score", "level reached", "duration", "exercise", "what went wrong")
     )
     body = (
         f"<h1>Grades</h1>\n<p>{summary}</p>\n<table>\n<thead><tr>{header}</tr></thead>\n"

@@ -76,25 +76,28 @@ from __future__ import annotations
 
 import re
 
+from grader.scan.cells import CellSource, _read_cells
 from grader.scan.cells import _parse as _parse
-from grader.scan.cells import _read_cells
 from grader.scan.findings import Finding, ScanResult
 from grader.scan.rules import _CHECK_NAME as _CHECK_NAME
 from grader.scan.visitor import _Reader
 
-__all__ = ["Finding", "ScanResult", "scan", "scan_cells"]
+__all__ = ["CellSource", "Finding", "ScanResult", "scan", "scan_cells"]
 
 
 def scan(sources: list[str], forbidden: tuple[str, ...], private: str = "") -> list[str]:
-    """Findings like 'code cell 3, line 7: uses scaled_dot_product_attention' (cells count
-    from 1 among code cells), in cell and line order. `private` is a regular expression
-    for private torch names that count as a forbidden built-in (an exercise's
-    `Watch.private`); none do when it is empty."""
+    """Findings like 'cell 5, line 7: uses scaled_dot_product_attention', in cell and line
+    order. Cells are numbered as the card numbers them (all cells count, from 1) when the
+    sources know their cells (`CellSource`: `Kernel.sources`), else 'code cell 3' counts
+    from 1 among the sources. `private` is a regular expression for private torch names
+    that count as a forbidden built-in (an exercise's `Watch.private`); none do when it is
+    empty."""
     return [str(finding) for finding in scan_cells(sources, forbidden, private).findings]
 
 
 def scan_cells(sources: list[str], forbidden: tuple[str, ...], private: str = "") -> ScanResult:
-    """Scan the code cells' source (in notebook order) against the rules above."""
+    """Scan the code cells' source (in notebook order) against the rules above; findings
+    are numbered as `scan` says."""
     cells = _read_cells(sources)
     pattern = re.compile(private, re.IGNORECASE) if private else None
     reader = _Reader(frozenset(forbidden), cells, pattern)
@@ -102,4 +105,6 @@ def scan_cells(sources: list[str], forbidden: tuple[str, ...], private: str = ""
         if not reader.read(emit=False):
             break
     reader.read(emit=True)
+    if sources and all(isinstance(source, CellSource) for source in sources):
+        return reader.result().numbered([s.number for s in sources if isinstance(s, CellSource)])
     return reader.result()

@@ -60,6 +60,23 @@ def _parse(source: str) -> tuple[ast.Module | None, int, str]:
         return None, lead, text
 
 
+class CellSource(str):
+    """A code cell's source that knows its cell's number in the notebook: all cells count,
+    Markdown included, from 1, as the report card numbers them. `Kernel.sources` gives
+    these, so the scan names a cell as the card does; a plain string is numbered by its
+    place among the sources scanned ("code cell N")."""
+
+    number: int
+
+    def __new__(cls, source: str, number: int) -> CellSource:
+        text = super().__new__(cls, source)
+        text.number = number
+        return text
+
+    def __getnewargs__(self) -> tuple[str, int]:  # type: ignore[override]  # copy and pickle
+        return str(self), self.number
+
+
 @dataclass(frozen=True)
 class _Cell:
     number: int

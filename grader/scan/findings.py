@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from grader.scan.names import _Bindings
@@ -20,15 +20,19 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Finding:
-    """One thing the scan saw, located by code cell (counted from 1) and line."""
+    """One thing the scan saw, located by cell and line: `cell` is the notebook's cell number
+    (all cells count, from 1, as on the card) where the sources scanned knew it
+    (`CellSource`, `in_notebook`), else the place among the sources (code cells, from 1)."""
 
     cell: int
     line: int
     message: str
     inside: str | None = None  # the notebook function/class it is in; None: top-level code
+    in_notebook: bool = False  # `cell` is the notebook's number, not the place among sources
 
     def __str__(self) -> str:
-        return f"code cell {self.cell}, line {self.line}: {self.message}"
+        where = "cell" if self.in_notebook else "code cell"
+        return f"{where} {self.cell}, line {self.line}: {self.message}"
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,20 @@ class ScanResult:
     findings: tuple[Finding, ...]
     builtins: tuple[Finding, ...] = ()
     notes: tuple[Finding, ...] = ()
+
+    def numbered(self, numbers: list[int]) -> ScanResult:
+        """This result with each finding's cell, a place among the sources (from 1), made
+        the notebook's number of that cell (`numbers`, in the sources' order)."""
+
+        def renumber(findings: tuple[Finding, ...]) -> tuple[Finding, ...]:
+            return tuple(replace(f, cell=numbers[f.cell - 1], in_notebook=True) for f in findings)
+
+        return ScanResult(
+            renumber(self.references),
+            renumber(self.findings),
+            renumber(self.builtins),
+            renumber(self.notes),
+        )
 
 
 class _Recorder(_Bindings):
