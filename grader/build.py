@@ -1,4 +1,5 @@
-"""`grade build`: scaffolds in notebooks/ are written from the solutions in solutions/.
+"""`grade build`: scaffolds in notebooks/ are written from the solutions in solutions/, with
+the catalog index and each exercise's hints (`build_project`).
 
 In a solution's code cells, each region between ``# BEGIN SOLUTION`` and ``# END SOLUTION``
 becomes ``raise NotImplementedError(...)`` at the marker's indentation (text after
@@ -9,12 +10,14 @@ Outputs and execution counts are cleared; the exercise id stays in the metadata.
 from __future__ import annotations
 
 import copy
+import os
 import re
 from pathlib import Path
 
 import nbformat
 
 from grader.errors import NotebookError
+from grader.limits import Limits
 from grader.notebook import read_notebook
 
 BEGIN = re.compile(r"^(?P<indent>\s*)# BEGIN SOLUTION(?P<message>.*)$")
@@ -102,3 +105,28 @@ def _build_index(root: Path, check: bool) -> list[str]:
         return []
     target.write_text(text)
     return [f"wrote {target}"]
+
+
+def build_project(root: Path, check: bool, jobs: int = 0) -> tuple[list[str], bool]:
+    """Build (or check) the project at `root`: scaffolds, the catalog index, and the hints of
+    its exercises (those in root/exercises). Returns the lines to print and whether anything
+    is out of date (always False when writing)."""
+    from grader.diagnosis import stale_hints, write_hints
+    from grader.exercise import builtin_exercises, load_catalog, use_exercises
+
+    folder = (root / "exercises").resolve()
+    if folder.is_dir() and folder != builtin_exercises():
+        use_exercises(folder)
+    lines = build_scaffolds(root, check=check)
+    catalog = load_catalog()
+    ours = [e for e in catalog.values() if e.folder is not None and e.folder.parent == folder]
+    if check:
+        lines += [line for e in ours for line in stale_hints(e)]
+        return lines, bool(lines)
+    for exercise in ours:
+        if not stale_hints(exercise):
+            continue
+        solution = root / "solutions" / f"{exercise.id}.ipynb"
+        path = write_hints(exercise, solution, jobs or len(os.sched_getaffinity(0)), Limits())
+        lines.append(f"wrote {path}")
+    return lines, False

@@ -678,6 +678,8 @@ def _merge(argv: list[str]) -> int:
 
 
 def _build(argv: list[str]) -> int:
+    from grader.build import build_project
+
     p = _Parser(
         prog="grade build",
         description="Write what the solutions and suites make: the scaffolds in notebooks/, "
@@ -701,33 +703,9 @@ def _build(argv: list[str]) -> int:
     return ExitCode.NOT_FULL_MARKS if stale else ExitCode.FULL_MARKS
 
 
-def build_project(root: Path, check: bool, jobs: int = 0) -> tuple[list[str], bool]:
-    """Build (or check) the project at `root`: scaffolds, the catalog index, and the hints of
-    its exercises (those in root/exercises). Returns the lines to print and whether anything
-    is out of date (always False when writing)."""
-    from grader.build import build_scaffolds
-    from grader.diagnosis import stale_hints, write_hints
-    from grader.exercise import builtin_exercises, load_catalog, use_exercises
-
-    folder = (root / "exercises").resolve()
-    if folder.is_dir() and folder != builtin_exercises():
-        use_exercises(folder)
-    lines = build_scaffolds(root, check=check)
-    catalog = load_catalog()
-    ours = [e for e in catalog.values() if e.folder is not None and e.folder.parent == folder]
-    if check:
-        lines += [line for e in ours for line in stale_hints(e)]
-        return lines, bool(lines)
-    for exercise in ours:
-        if not stale_hints(exercise):
-            continue
-        solution = root / "solutions" / f"{exercise.id}.ipynb"
-        path = write_hints(exercise, solution, jobs or len(os.sched_getaffinity(0)), Limits())
-        lines.append(f"wrote {path}")
-    return lines, False
-
-
 def _new(argv: list[str]) -> int:
+    from grader.build import build_project
+    from grader.exercise import builtin_exercises
     from grader.new import write_skeleton
 
     p = _Parser(
@@ -751,7 +729,7 @@ def _new(argv: list[str]) -> int:
     lines, _ = build_project(root, check=False)
     for line in lines:
         print(line)
-    builtin = (root / "exercises").resolve() == _builtin_folder()
+    builtin = (root / "exercises").resolve() == builtin_exercises()
     flag = "" if builtin else f" --exercises {root / 'exercises'}"
     print(
         f"next: edit exercises/{args.exercise}/suite.py, corpus.py and "
@@ -759,12 +737,6 @@ def _new(argv: list[str]) -> int:
         f"grade a notebook with `grade NOTEBOOK{flag}`"
     )
     return ExitCode.FULL_MARKS
-
-
-def _builtin_folder() -> Path:
-    from grader.exercise import builtin_exercises
-
-    return builtin_exercises()
 
 
 def _hints(argv: list[str]) -> int:

@@ -214,7 +214,8 @@ def write_skeleton(root: Path, exercise: str) -> list[Path]:
     """Write the skeleton of `exercise` under `root` and return the files written.
 
     Raises:
-        UsageError: the id is not a lowercase Python name, or a file it would write exists.
+        UsageError: the id is not a lowercase Python name, a file it would write exists, or
+            one cannot be written.
     """
     if not _ID.match(exercise):
         raise UsageError(
@@ -225,8 +226,11 @@ def write_skeleton(root: Path, exercise: str) -> list[Path]:
     if taken:
         raise UsageError(f"{taken[0]}: exists already; grade new writes only new files")
     for path, text in files.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        except OSError as e:
+            raise UsageError(f"{path}: cannot write: {e.strerror or e}") from None
     return list(files)
 
 

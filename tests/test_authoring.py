@@ -98,6 +98,13 @@ def test_grade_new_refuses_an_id_that_is_not_a_lowercase_name(name, tmp_path):
     assert "lowercase Python name" in done.stderr and not list(tmp_path.iterdir())
 
 
+def test_grade_new_says_in_one_line_where_it_cannot_write(tmp_path):
+    (tmp_path / "exercises").write_text("a file where a folder should be")
+    done = run("new", "softmax_rows", "--root", str(tmp_path), cwd=tmp_path)
+    assert done.returncode == 2 and "cannot write" in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
 def test_formatting_a_suite_or_adding_a_corpus_keeps_the_index_current(tmp_path):
     from grader.catalog import sources_digest
 
