@@ -1,7 +1,7 @@
 """The cost of one call into the kernel over the call channel, measured in a real kernel.
 
 A notebook defines `echo(x)` (returns its argument) and an nn.Linear; the suite's handle
-(`grader.remote.Kernel`) calls them N times, after 20 warm-up calls, and the table shows
+(`grader.suite.handle.Kernel`) calls them N times, after 20 warm-up calls, and the table shows
 the median time per call of each kind: a call with no tensor, a call with a [2, 5, 12]
 float tensor in and out, a module's forward, and the same forward asked ten times in one
 batched request (per call).
@@ -18,9 +18,9 @@ from collections.abc import Callable
 
 import torch
 
+from grader.core.limits import Limits
 from grader.kernel import Session
-from grader.limits import Limits
-from grader.remote import Kernel
+from grader.suite.handle import Kernel
 
 NOTEBOOK = """
 import torch

@@ -28,7 +28,7 @@ import nbformat
 ROOT = Path(__file__).resolve().parent.parent
 MEASURE = (
     "import resource, sys, time\n"
-    "from grader.grade import grade_notebook\n"
+    "from grader.run.pipeline import grade_notebook\n"
     "t = time.perf_counter()\n"
     "report = grade_notebook(sys.argv[1])\n"
     "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)\n"

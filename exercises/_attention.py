@@ -18,9 +18,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from grader import checks
-from grader.checks import Failed
-from grader.exercise import Exercise, Watch
+from grader.suite import checks
+from grader.suite.checks import Failed
+from grader.suite.exercise import Exercise, Watch
 
 F32, F64 = torch.float32, torch.float64
 Inputs = tuple[torch.Tensor, ...]
@@ -252,7 +252,7 @@ class Adapter:
 
 @dataclass(frozen=True)
 class Profile:
-    """What `--profile` (grader.profile) times for an attention exercise: the suite's
+    """What `--profile` (grader.run.profile) times for an attention exercise: the suite's
     adapter at B=1, E=64, H=4 (d_in = E), in self-attention with no mask, its forward
     called as the suite calls it (asking for weights where it returns them); against
     nn.MultiheadAttention(E, H) in the grader's process, asked for weights exactly when the
@@ -292,7 +292,7 @@ class Profile:
         return A.replace(**changes)
 
     def describe(self) -> dict[str, Any]:
-        """What is timed against what (see grader.profile.Profiled)."""
+        """What is timed against what (see grader.run.profile.Profiled)."""
         A = self.found()
         weights = "need_weights=False"
         if A.returns_weights:

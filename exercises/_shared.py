@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import torch
 
-from grader import checks
-from grader.checks import Failed
 from grader.exercises import _attention as att
 from grader.exercises._attention import F32, F64, Adapter, Inputs
-from grader.integrity import require_clean_source, require_no_builtin_module, require_nothing_seen
+from grader.suite import checks
+from grader.suite.checks import Failed
+from grader.suite.integrity import (
+    require_clean_source,
+    require_no_builtin_module,
+    require_nothing_seen,
+)
 
 
 def shapes(kernel, A: Adapter, batch=None, t=None, s=None, cross=True, seed=1) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 GOOD_SUITE = """
-from grader.exercise import Exercise
+from grader.suite.exercise import Exercise
 
 exercise = Exercise(id="alpha", title="Alpha", seed="-", levels=["one"], defines=("alpha",))
 
@@ -26,7 +26,7 @@ _BROKEN = {
         "line 1: ModuleNotFoundError: No module named 'not_a_real_module_xyz'",
     ),
     "bad_level": (
-        "from grader.exercise import Exercise\n"
+        "from grader.suite.exercise import Exercise\n"
         "exercise = Exercise(id='bad_level', title='-', seed='-', levels=['one'], defines=())\n"
         "@exercise.check('two')\n"
         "def check(kernel):\n"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import nbformat
 
-from grader.corpus import Mutant
+from grader.suite.corpus import Mutant
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions"

@@ -15,8 +15,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.corpus import apply
-from grader.new import skeleton
+from grader.suite.corpus import apply
+from grader.tools.new import skeleton
 from tests.helpers import ROOT, Graded, assert_full_marks
 
 pytestmark = pytest.mark.kernel
@@ -106,7 +106,7 @@ def test_grade_new_says_in_one_line_where_it_cannot_write(tmp_path):
 
 
 def test_formatting_a_suite_or_adding_a_corpus_keeps_the_index_current(tmp_path):
-    from grader.catalog import sources_digest
+    from grader.run.catalog import sources_digest
 
     (tmp_path / "one").mkdir()
     suite = tmp_path / "one" / "suite.py"

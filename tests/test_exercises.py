@@ -11,8 +11,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.corpus import Mutant, Variant, apply, load_corpus
-from grader.exercise import load_catalog
+from grader.suite.corpus import Mutant, Variant, apply, load_corpus
+from grader.suite.exercise import load_catalog
 from tests.helpers import (
     SCAFFOLDS,
     SOLUTIONS,

@@ -12,13 +12,13 @@ import time
 import pytest
 import torch
 
-from grader import signals
+from grader.core import signals
+from grader.core.outcomes import NoAnswer, Status
+from grader.core.records import Finding, RecordReader
 from grader.kernel import launch, sandbox, wire
 from grader.kernel import session as session_module
 from grader.kernel.channel import Channel
 from grader.kernel.session import read_answer
-from grader.outcomes import NoAnswer, Status
-from grader.records import Finding, RecordReader
 
 
 def _read(value: object) -> dict:
@@ -305,8 +305,8 @@ def test_a_memory_limit_caps_the_kernels_processes_together():
     """Four children of 700 MiB each: each is under a 2G address-space cap of its own, but
     not together. Where a memory cgroup can be made, the limit is their sum (some are
     killed, or the kernel itself); elsewhere the README says the cap is per process."""
+    from grader.core.limits import GiB, Limits
     from grader.kernel import Session, memory
-    from grader.limits import GiB, Limits
 
     if not memory.available():
         pytest.skip("no memory cgroup can be made here")

@@ -1,6 +1,6 @@
 """The fast layer: the runner, remote objects, the shim's answers and every exercise's checks
 against its solution, scaffold and corpus, with the notebook run in this process
-(`grader.inprocess.InProcessSession`) instead of a kernel. What only a kernel can show
+(`grader.run.inprocess.InProcessSession`) instead of a kernel. What only a kernel can show
 (timeouts, deaths, the guard, the sandbox) is tested with real kernels elsewhere; the
 real-kernel corpus test (`test_exercises.py`) stays the proof of record."""
 
@@ -14,14 +14,14 @@ import nbformat
 import pytest
 import torch
 
-from grader.corpus import Mutant, Variant, apply, load_corpus
-from grader.exercise import Exercise, load_catalog
-from grader.inprocess import InProcessSession
-from grader.limits import Limits
-from grader.outcomes import CandidateRaised, Status
-from grader.remote import Foreign, Kernel, Remote
-from grader.results import CheckResult
-from grader.runner import run_checks
+from grader.core.limits import Limits
+from grader.core.outcomes import CandidateRaised, Status
+from grader.core.results import CheckResult
+from grader.run.inprocess import InProcessSession
+from grader.run.runner import run_checks
+from grader.suite.corpus import Mutant, Variant, apply, load_corpus
+from grader.suite.exercise import Exercise, load_catalog
+from grader.suite.handle import Foreign, Kernel, Remote
 from tests.helpers import SCAFFOLDS, SOLUTIONS
 
 CATALOG = load_catalog()

@@ -1,7 +1,7 @@
 """Both kinds of install behave the same inside a checkout. A plain `pip install .` is
 imitated by a copy of the grader package outside the checkout (as in site-packages, with
 the exercises copied in), run from inside a copy of the checkout: the checkout's exercises,
-solutions and project files are the ones every command uses (see grader.project)."""
+solutions and project files are the ones every command uses (see grader.core.project)."""
 
 from __future__ import annotations
 

@@ -10,9 +10,9 @@ import sys
 import nbformat
 import pytest
 
-from grader.errors import NotebookError
-from grader.imports import FORMAT_CHECKER_EXTRAS, hidden
-from grader.notebook import defined_names, read_notebook
+from grader.core.errors import NotebookError
+from grader.core.imports import FORMAT_CHECKER_EXTRAS, hidden
+from grader.core.notebook import defined_names, read_notebook
 
 
 def _write(tmp_path, name, content):
@@ -114,7 +114,7 @@ def test_nbformat_is_read_without_the_format_checker_extras(tmp_path):
     # a stand-in for jsonschema's slow optional extra: it says when it is imported
     (tmp_path / "rfc3987_syntax.py").write_text("import sys\nprint('imported', file=sys.stderr)\n")
     code = (
-        "import sys\nimport grader.notebook\nprint('read', file=sys.stderr)\n"
+        "import sys\nimport grader.core.notebook\nprint('read', file=sys.stderr)\n"
         "import rfc3987_syntax\n"  # afterwards, it imports as usual
     )
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}

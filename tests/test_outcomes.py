@@ -8,9 +8,9 @@ import signal
 
 import pytest
 
-from grader.errors import ExitCode, GraderBug, GraderError, UsageError
-from grader.limits import NO_LIMIT, Limits
-from grader.outcomes import (
+from grader.core.errors import ExitCode, GraderBug, GraderError, UsageError
+from grader.core.limits import NO_LIMIT, Limits
+from grader.core.outcomes import (
     CallTimeout,
     CandidateOutcome,
     CandidateRaised,

@@ -17,10 +17,13 @@ import nbformat
 import pytest
 from markdown_it import MarkdownIt
 
-from grader.errors import UsageError
+from grader.core.errors import UsageError
+from grader.core.outcomes import Status
+from grader.core.records import Finding
+from grader.core.results import CellError, CheckResult, GradeReport, Outcome, summarise
+from grader.core.text import encodable
 from grader.kernel.cells import CellRun
-from grader.outcomes import Status
-from grader.outputs import (
+from grader.report import (
     COLUMNS,
     merge_texts,
     slugs,
@@ -31,10 +34,7 @@ from grader.outputs import (
     write_gradescope_folder,
     write_output_dir,
 )
-from grader.records import Finding
-from grader.report import markdown_literal, to_gradescope, to_json, to_junit, to_markdown
-from grader.results import CellError, CheckResult, GradeReport, Outcome, summarise
-from grader.text import encodable
+from grader.report.card import markdown_literal, to_gradescope, to_json, to_junit, to_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 LEVELS = ["shapes", "masks", "parity"]
@@ -509,7 +509,7 @@ def test_pages_escape_candidate_text(tmp_path):
 
 def test_a_notebook_cell_imitating_the_report_is_renamed_and_noted(tmp_path):
     """The grader's report cell is the only one with its id and metadata."""
-    from grader.outputs.executed import executed_notebook
+    from grader.report.executed import executed_notebook
 
     node = nbformat.read(ORIGINAL, as_version=4)
     forged = nbformat.v4.new_markdown_cell("## Score 53/53", metadata={"grader": {"report": True}})
@@ -569,7 +569,7 @@ def test_every_gradescope_result_says_what_graded_it(tmp_path):
 def test_the_summary_table_shows_the_likely_bug_in_short_rows_at_80_columns():
     from rich.console import Console
 
-    from grader.progress import render_summary
+    from grader.report.progress import render_summary
 
     console = Console(record=True, width=80, file=io.StringIO())
     render_summary(_mutants(), console, 12.0)

@@ -15,15 +15,12 @@ import pytest
 import torch
 from rich.console import Console
 
-from grader import checks
-from grader.corpus import Mutant, apply
-from grader.exercise import Exercise
-from grader.grade import grade_notebook
-from grader.inprocess import InProcessSession
+from grader.core.limits import Limits
+from grader.core.outcomes import CandidateRaised, NoAnswer
 from grader.kernel.measure import measure_call, peak_memory, running_peak
-from grader.limits import Limits
-from grader.outcomes import CandidateRaised, NoAnswer
-from grader.profile import (
+from grader.run.inprocess import InProcessSession
+from grader.run.pipeline import grade_notebook
+from grader.run.profile import (
     CPU_LENGTHS,
     CUDA_LENGTHS,
     exponents,
@@ -33,7 +30,10 @@ from grader.profile import (
     run_profile,
     summary,
 )
-from grader.remote import Kernel, _measurement
+from grader.suite import checks
+from grader.suite.corpus import Mutant, apply
+from grader.suite.exercise import Exercise
+from grader.suite.handle import Kernel, _measurement
 from tests.helpers import SOLUTIONS
 
 SVG = "{http://www.w3.org/2000/svg}"

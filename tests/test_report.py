@@ -13,10 +13,10 @@ from dataclasses import replace
 import pytest
 from rich.console import Console
 
-from grader.records import Finding
-from grader.report import render, to_gradescope, to_json, to_junit
-from grader.results import CellError, CheckResult, CutOutput, GradeReport, summarise
-from grader.text import encodable, printable, xml_safe
+from grader.core.records import Finding
+from grader.core.results import CellError, CheckResult, CutOutput, GradeReport, summarise
+from grader.core.text import encodable, printable, xml_safe
+from grader.report.card import render, to_gradescope, to_json, to_junit
 
 MARKUP = "[/x] [batch, seq] [bold red]boom[/]"
 TERMINAL = "\x1b[2J\x1b]0;pwned\x07"
@@ -376,7 +376,7 @@ def test_the_card_fits_the_terminal_with_every_test_id_whole(width):
 
 
 def test_grade_list_fits_80_columns_with_every_word_whole():
-    from grader.catalog import catalog_rows, render_catalog
+    from grader.run.catalog import catalog_rows, render_catalog
 
     lines = _lines(render_catalog)
     assert max(map(len, lines)) <= 80

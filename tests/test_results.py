@@ -8,8 +8,7 @@ from dataclasses import replace
 
 from rich.console import Console
 
-from grader.report import render, to_gradescope, to_json, to_junit
-from grader.results import (
+from grader.core.results import (
     CellError,
     CheckResult,
     CutOutput,
@@ -17,6 +16,7 @@ from grader.results import (
     headlines,
     summarise,
 )
+from grader.report.card import render, to_gradescope, to_json, to_junit
 
 LEVELS = ["shapes", "masks", "parity"]
 

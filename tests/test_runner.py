@@ -16,13 +16,13 @@ import nbformat
 import pytest
 import torch
 
-from grader.checks import Failed
 from grader.cli import main
-from grader.errors import GraderBug
-from grader.exercise import Catalog, Exercise
-from grader.limits import Limits
-from grader.remote import Kernel
-from grader.runner import run_checks
+from grader.core.errors import GraderBug
+from grader.core.limits import Limits
+from grader.run.runner import run_checks
+from grader.suite.checks import Failed
+from grader.suite.exercise import Catalog, Exercise
+from grader.suite.handle import Kernel
 from tests.helpers import notebook_with
 
 
@@ -204,7 +204,7 @@ def test_a_bug_in_a_check_exits_3_with_one_line_and_no_report(tmp_path, capfd, m
     path = tmp_path / "double.ipynb"
     nbformat.write(notebook_with("def double(x):\n    return 2 * x", exercise="doubling"), path)
     monkeypatch.setattr(
-        "grader.grade.load_catalog", lambda: Catalog({"doubling": _buggy_exercise()})
+        "grader.run.pipeline.load_catalog", lambda: Catalog({"doubling": _buggy_exercise()})
     )
     if debug:
         monkeypatch.setenv("GRADER_DEBUG", "1")
@@ -326,12 +326,12 @@ def test_an_assert_in_a_helper_of_the_suite_fails_the_check(tmp_path, monkeypatc
     def check(kernel):  # in this test file; its helper is in the exercises folder
         positive(kernel.get("f")(torch.ones(2)))
 
-    monkeypatch.setattr("grader.runner.exercises_folders", lambda: [folder])
+    monkeypatch.setattr("grader.run.runner.exercises_folders", lambda: [folder])
     assert _grade(check, -torch.ones(2)) == (
         "failed",
         "assertion failed: assert float(y.min()) > 0",
     )
-    monkeypatch.setattr("grader.runner.exercises_folders", lambda: [])
+    monkeypatch.setattr("grader.run.runner.exercises_folders", lambda: [])
     with pytest.raises(GraderBug, match="AssertionError"):  # neither the check's file nor a suite's
         _grade(check, -torch.ones(2))
 
@@ -372,7 +372,9 @@ def test_a_checks_assert_grades_the_notebook_with_that_test_failed(tmp_path, cap
     path = tmp_path / "f.ipynb"
     source = "def f(x):\n    assert x.dim() == 1, 'x must be 1-D'\n    return x"
     nbformat.write(notebook_with(source, exercise="layer_norm"), path)
-    monkeypatch.setattr("grader.grade.load_catalog", lambda: Catalog({"layer_norm": exercise}))
+    monkeypatch.setattr(
+        "grader.run.pipeline.load_catalog", lambda: Catalog({"layer_norm": exercise})
+    )
     code = main([str(path), "--json"])
     out, err = capfd.readouterr()
     assert code == 1, err

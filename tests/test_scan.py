@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from grader.exercise import load_catalog
+from grader.core.notebook import read_notebook
 from grader.exercises._attention import ATTENTION, FORBIDDEN
-from grader.notebook import read_notebook
-from grader.scan import _CHECK_NAME, _parse, scan, scan_cells
+from grader.suite.exercise import load_catalog
+from grader.suite.scan import _CHECK_NAME, _parse, scan, scan_cells
 
 ROOT = Path(__file__).resolve().parent.parent
 PRIVATE = ATTENTION.private
@@ -425,7 +425,7 @@ def test_cells_that_parse_as_python_are_what_ipython_runs():
 
 def test_ipython_is_not_imported_for_plain_python():
     code = (
-        "import sys; from grader.scan import scan; scan(['import torch\\nx = 1'], ());"
+        "import sys; from grader.suite.scan import scan; scan(['import torch\\nx = 1'], ());"
         "assert 'IPython' not in sys.modules; scan(['%time x = 1'], ());"
         "assert 'IPython' in sys.modules"
     )
@@ -445,9 +445,9 @@ def test_every_solution_scans_clean_with_its_exercise_forbidden_names():
 
 
 def test_require_clean_source_names_the_first_finding():
-    from grader.checks import Failed
-    from grader.integrity import require_clean_source
-    from grader.integrity import scan as integrity_scan
+    from grader.suite.checks import Failed
+    from grader.suite.integrity import require_clean_source
+    from grader.suite.integrity import scan as integrity_scan
 
     sources = [IMPORTS, USES_SDPA, USES_SDPA, "import threading"]
     assert integrity_scan(sources, FORBIDDEN) == scan(sources, FORBIDDEN)
@@ -461,8 +461,8 @@ def test_require_clean_source_names_the_first_finding():
 def test_machinery_and_magics_are_notes_not_a_failed_source_check():
     # A penalty needs evidence: a shell command, a thread or subprocess in the source is a
     # note on the card; only a built-in the graded code names fails the source check.
-    from grader.integrity import require_clean_source
-    from grader.scan import scan_cells
+    from grader.suite.integrity import require_clean_source
+    from grader.suite.scan import scan_cells
 
     sources = [IMPORTS, "!ls -la\n%env X=1\nimport subprocess, threading\n", "x = 1"]
     require_clean_source(sources, FORBIDDEN, ATTENTION)
@@ -489,10 +489,10 @@ def test_authors_calls_name_cells_as_the_card_does_markdown_cells_counted():
 
     import nbformat
 
-    from grader.checks import Failed
-    from grader.integrity import require_clean_source
-    from grader.notebook import Notebook
-    from grader.remote import Kernel
+    from grader.core.notebook import Notebook
+    from grader.suite.checks import Failed
+    from grader.suite.handle import Kernel
+    from grader.suite.integrity import require_clean_source
 
     md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
     node = nbformat.v4.new_notebook(

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from grader.core.limits import Limits
+from grader.core.outcomes import CallTimeout, KernelCrashed, NoAnswer, Status
 from grader.kernel import wire
 from grader.kernel.cells import CellRun, Execution
 from grader.kernel.session import Session
-from grader.limits import Limits
-from grader.outcomes import CallTimeout, KernelCrashed, NoAnswer, Status
 
 
 class FakeProcess:
@@ -167,8 +167,8 @@ def _frame(tree: object, blob: bytes = b"") -> bytes:
 def test_a_forged_answer_is_no_answer_never_a_grader_error(entry):
     """What the graded code forges on the wire is that call's `no answer` (the
     candidate's failure, exit 0 or 1), never an exception out of the grader."""
+    from grader.core.outcomes import NoAnswer
     from grader.kernel.session import read_answer
-    from grader.outcomes import NoAnswer
 
     with pytest.raises(NoAnswer, match="malformed (tensor entry|structure)"):
         read_answer(_frame({"d": {"value": entry}}, b"\0" * 16))

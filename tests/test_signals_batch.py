@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import signals
+from grader.core import signals
 from tests.helpers import SOLUTIONS, leftovers
 
 COPIES = 6  # three rounds of two workers: a batch still running at the latest moment

@@ -8,9 +8,9 @@ import nbformat
 import pytest
 import torch
 
-from grader import checks
-from grader.checks import Failed
-from grader.corpus import Mutant, apply
+from grader.suite import checks
+from grader.suite.checks import Failed
+from grader.suite.corpus import Mutant, apply
 from tests.helpers import SOLUTIONS, assert_full_marks, grade, notebook_with
 
 # -- the tolerance table ----------------------------------------------------------------

@@ -3,7 +3,7 @@ expect it to lose points first."""
 
 from __future__ import annotations
 
-from grader.corpus import Mutant
+from grader.suite.corpus import Mutant
 
 MIN_MUTANTS = 20
 

@@ -5,9 +5,9 @@ and a key padding mask (True = keep).
 
 import torch
 
-from grader import checks
 from grader.exercises import _attention as att
 from grader.exercises import _shared as lib
+from grader.suite import checks
 
 exercise = att.exercise(
     id="mha_interview",

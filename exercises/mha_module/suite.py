@@ -8,10 +8,10 @@ import math
 
 import torch
 
-from grader import checks
-from grader.checks import Failed
 from grader.exercises import _attention as att
 from grader.exercises import _shared as lib
+from grader.suite import checks
+from grader.suite.checks import Failed
 
 exercise = att.exercise(
     id="mha_module",

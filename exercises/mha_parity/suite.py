@@ -10,9 +10,9 @@ from typing import Any
 
 import torch
 
-from grader import checks
 from grader.exercises import _attention as att
 from grader.exercises import _shared as lib
+from grader.suite import checks
 
 exercise = att.exercise(
     id="mha_parity",

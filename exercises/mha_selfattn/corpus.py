@@ -3,7 +3,7 @@ expect it to lose points first, and correct variants that must keep full marks."
 
 from __future__ import annotations
 
-from grader.corpus import Mutant, Variant
+from grader.suite.corpus import Mutant, Variant
 
 MIN_MUTANTS = 18
 

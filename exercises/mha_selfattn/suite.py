@@ -8,9 +8,9 @@ dropout is 0.1 and the returned weights are taken after dropout.
 
 import torch
 
-from grader import checks
 from grader.exercises import _attention as att
 from grader.exercises import _shared as lib
+from grader.suite import checks
 
 exercise = att.exercise(
     id="mha_selfattn",

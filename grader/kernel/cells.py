@@ -15,7 +15,7 @@ from typing import Any
 import nbformat
 from nbclient import NotebookClient
 
-from grader.outcomes import Status
+from grader.core.outcomes import Status
 
 # The error nbclient reports for a cell past its time limit (it has interrupted the kernel).
 TIMEOUT_NAME = "GraderCellTimeout"

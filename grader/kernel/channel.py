@@ -25,8 +25,8 @@ import select
 import time
 from typing import Any, TypedDict
 
+from grader.core.outcomes import Status
 from grader.kernel.wire import WIRE_HEADER
-from grader.outcomes import Status
 
 MiB = 1024**2
 # Bounds on what the kernel can make the grader hold: an answer's structure (everything but
@@ -46,7 +46,7 @@ def max_answer_bytes() -> int:
 
 
 class Request(TypedDict, total=False):
-    """One call into the kernel (what `grader.remote.Kernel` sends, what the shim reads).
+    """One call into the kernel (what `grader.suite.handle.Kernel` sends, what the shim reads).
 
     `op` is "call" (``target.method(*args, **kwargs)``, or ``target(...)`` without a
     method), "grad" (backpropagate ``sum(output * cotangent)``), "modules" (the submodules

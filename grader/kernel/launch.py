@@ -15,10 +15,11 @@ from typing import Any
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 
-from grader.errors import KernelStartError
+from grader.core.errors import KernelStartError
+from grader.core.limits import Limits
 from grader.kernel import processes as procs
 from grader.kernel import sandbox
-from grader.limits import Limits
+from grader.kernel.sandbox import kernel_path
 
 _HERE = Path(__file__).parent
 # The kernel-side code: the guard first (the shim's install calls it), the wire format, the
@@ -257,19 +258,6 @@ def start_options(home: Path, workdir: Path, token: str, fds: tuple[int, ...]) -
         "stderr": None if debug else subprocess.DEVNULL,
         "pass_fds": fds,
     }
-
-
-def kernel_path() -> list[str]:
-    """The kernel's import path: the grader's own, limited to the interpreter's folders
-    (standard library and site-packages), so that paths a .pth file added are not on it.
-    (IPython puts the notebook's own folder in front of site-packages, as usual.)"""
-    prefixes = tuple({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
-    path = []
-    for entry in sys.path:
-        real = os.path.realpath(entry) if entry else ""
-        if real and any(real == p or real.startswith(p + os.sep) for p in prefixes):
-            path.append(entry)
-    return list(dict.fromkeys(path))
 
 
 def grader_folders() -> list[Path]:

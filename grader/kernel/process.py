@@ -27,15 +27,15 @@ from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_core.utils import ensure_async, run_sync
 from nbclient.exceptions import DeadKernelError
 
-from grader.errors import KernelStartError
+from grader.core.errors import KernelStartError
+from grader.core.limits import Limits
+from grader.core.outcomes import Status
+from grader.core.signals import held
 from grader.kernel import memory, wire
 from grader.kernel import processes as procs
 from grader.kernel.cells import TIMEOUT_NAME, CellClient, Execution, cell_line, one_line
 from grader.kernel.channel import Channel, Transfer
 from grader.kernel.launch import hand_over, kernel_ids, kernel_manager, sandboxed, start_options
-from grader.limits import Limits
-from grader.outcomes import Status
-from grader.signals import held
 
 MiB = 1024**2
 # Any one Jupyter message bigger than this is dropped by ZeroMQ before it is read.

@@ -24,7 +24,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from grader.errors import KernelStartError
+from grader.core.errors import KernelStartError
 
 INSTALL_HINT = "install Debian's bubblewrap package (apt-get install bubblewrap)"
 
@@ -143,8 +143,6 @@ def interpreter_folders() -> list[str]:
     """The interpreter's own folders: its prefixes (a virtual environment and the Python
     it was made from), where the executable is, and the kernel's import path (standard
     library and site-packages), outermost first."""
-    from grader.kernel.launch import kernel_path
-
     folders = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable)}
     folders |= {os.path.dirname(os.path.realpath(sys.executable))}
     folders |= {p for p in kernel_path() if os.path.isdir(p)}
@@ -172,3 +170,16 @@ def contain(argv: list[str]) -> list[str]:
 
 def _under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def kernel_path() -> list[str]:
+    """The kernel's import path: the grader's own, limited to the interpreter's folders
+    (standard library and site-packages), so that paths a .pth file added are not on it.
+    (IPython puts the notebook's own folder in front of site-packages, as usual.)"""
+    prefixes = tuple({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+    path = []
+    for entry in sys.path:
+        real = os.path.realpath(entry) if entry else ""
+        if real and any(real == p or real.startswith(p + os.sep) for p in prefixes):
+            path.append(entry)
+    return list(dict.fromkeys(path))

@@ -23,7 +23,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from grader.errors import KernelStartError
+from grader.core.errors import KernelStartError
+from grader.core.limits import Limits
+from grader.core.outcomes import CallTimeout, KernelCrashed, NoAnswer, Status
+from grader.core.records import Finding, RecordReader
+from grader.core.signals import check, held
 from grader.kernel import companions, wire
 from grader.kernel import processes as procs
 from grader.kernel.cells import CellRun, Execution, cell_run
@@ -43,10 +47,6 @@ from grader.kernel.launch import (
     scratch_root,
 )
 from grader.kernel.process import KernelProcess, OutputBudget, kill_all
-from grader.limits import Limits
-from grader.outcomes import CallTimeout, KernelCrashed, NoAnswer, Status
-from grader.records import Finding, RecordReader
-from grader.signals import check, held
 
 # How long past the grading's deadline the watchdog lets the grader wind down on its own
 # before it kills the kernel.
@@ -157,7 +157,7 @@ class Session:
 
     @property
     def findings(self) -> list[Finding]:
-        """Everything the guard reported, in order (see grader.records), and whether
+        """Everything the guard reported, in order (see grader.core.records), and whether
         another process worked while the hidden tests ran (see companions)."""
         self._read_records()
         self._measure_work()
@@ -415,7 +415,7 @@ class Session:
 
     def _measure_work(self) -> None:
         """Record, once, that programs other than the kernel used CPU while the hidden
-        tests ran: the graded calls talk to them (evidence, see grader.records)."""
+        tests ran: the graded calls talk to them (evidence, see grader.core.records)."""
         if self._tests_began is None or self._work_noted:
             return
         pids = self._session_pids()

@@ -1,0 +1,237 @@
+"""`grade PATH...`: one notebook gets a report card, several a batch with a summary table;
+every output flag is written here."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+
+from grader.cli.args import check_kernel_user, grading_parser
+from grader.cli.output import (
+    Stdout,
+    stdout_may_close,
+    writable,
+    writable_folder,
+    write,
+    write_folder,
+)
+from grader.core.errors import GraderError, UsageError
+from grader.core.limits import Limits
+from grader.core.signals import check
+
+if TYPE_CHECKING:
+    from grader.core.notebook import Notebook
+    from grader.core.results import GradeReport, Outcome
+
+
+def grade_command(argv: list[str]) -> int:
+    # --help, argument errors and unreadable files are answered before anything heavy
+    # (Jupyter, torch) is imported.
+    args = grading_parser().parse_args(argv)
+    from grader.kernel.sandbox import INSTALL_HINT, available, bwrap_path
+    from grader.run.batch import collect, parse_shard, take_shard
+
+    shard = parse_shard(args.shard) if args.shard else None
+    single = len(args.paths) == 1 and not Path(args.paths[0]).is_dir() and shard is None
+    if single:
+        from grader.core.notebook import read_notebook
+
+        with _error_object(args):
+            notebook = read_notebook(args.paths[0])
+    else:
+        notebooks = collect(args.paths)
+        if shard is not None:
+            notebooks = take_shard(notebooks, *shard)
+        elif not notebooks:
+            raise UsageError(f"no notebooks (.ipynb) in {' '.join(args.paths)}")
+    if args.sandbox and bwrap_path() is None:
+        raise UsageError(
+            f"--sandbox needs bubblewrap (bwrap), which is not installed: {INSTALL_HINT}"
+        )
+    if args.kernel_user:
+        check_kernel_user(args.kernel_user)
+    if args.sandbox and not available():
+        raise UsageError(
+            "--sandbox: bubblewrap cannot make a sandbox here (no user namespaces, or mounts "
+            "are forbidden); grade with --no-sandbox, or on a machine where bwrap works"
+        )
+    if args.profile_plot and not single:
+        raise UsageError("--profile-plot plots one notebook's profile: give one notebook")
+    if args.profile_plot and not args.profile_plot.lower().endswith(".svg"):
+        raise UsageError(f"--profile-plot {args.profile_plot}: the plot is SVG; name a .svg file")
+    if args.json and args.format and args.report_file == "-":
+        raise UsageError("--json and --report-file - would both write to stdout: pick one")
+    if (args.report_file or args.reveal is not None) and not args.format:
+        flag = "--report-file" if args.report_file else "--reveal"
+        raise UsageError(f"{flag} shapes the candidate's report: add --format md or html")
+    if args.device == "cuda":
+        from grader.suite.checks import cuda_available
+
+        ok, why = cuda_available()
+        if not ok:
+            raise UsageError(f"--device cuda: no GPU to grade on ({why})")
+    candidate = None
+    if args.format and args.report_file != "-":
+        candidate = args.report_file or (
+            f"{Path(args.paths[0]).stem}-report.{args.format}" if single else "candidate-reports"
+        )
+        (writable if single else writable_folder)(candidate, "candidate's report")
+    args.candidate_report = candidate
+    for path, what in (
+        (args.junit, "JUnit file"),
+        (args.csv, "gradebook"),
+        (args.profile_plot, "profile plot"),
+    ):
+        writable(path, what)
+    if single:
+        writable(args.gradescope, "Gradescope results")
+    for folder, what in (
+        (args.output, "reports"),
+        (None if single else args.gradescope, "Gradescope results"),
+    ):
+        writable_folder(folder, what)
+    output = args.max_output
+    limits = Limits(
+        cell_timeout=args.cell_timeout,
+        call_timeout=args.call_timeout,
+        total_timeout=args.timeout,
+        memory_bytes=args.memory_limit,
+        cell_output_bytes=output,
+        total_output_bytes=None if output is None else 16 * output,
+        max_timeouts=max(1, args.max_timeouts),
+        sandbox=args.sandbox,
+        device=args.device,
+        profile=args.profile or bool(args.profile_plot),
+        reveal=args.reveal,
+        kernel_user=args.kernel_user,
+    )
+    if single:
+        return _grade_single(args, limits, notebook)
+    return _grade_batch(args, limits, notebooks)
+
+
+def _grade_single(args: argparse.Namespace, limits: Limits, notebook: Notebook) -> int:
+    from grader.core.results import Outcome, exit_code
+    from grader.report.card import render, to_gradescope, to_json, to_junit
+    from grader.run.pipeline import grade_with_cells
+
+    with _error_object(args):
+        report, cells = grade_with_cells(
+            args.paths[0],
+            exercise=args.exercise,
+            limits=limits,
+            exercises=args.exercises,
+            notebook=notebook,
+        )
+    check()  # a stopping signal whose exception a library swallowed: no report
+    write(args.junit, "JUnit file", to_junit(report))
+    write(args.gradescope, "Gradescope results", to_gradescope(report))
+    outcome = Outcome(report.notebook, report, exit_code=exit_code(report), cells=tuple(cells))
+    _write_cohort_files(args, [outcome])
+    with stdout_may_close():
+        if args.format:
+            _write_candidate_report(args, report, args.candidate_report)
+        if report.profile and args.profile_plot:
+            from grader.run.profile import profile_svg
+
+            write(args.profile_plot, "profile plot", profile_svg(report.profile))
+        if args.json:
+            print(to_json(report))
+        elif args.report_file != "-" or not args.format:  # else stdout has the report
+            console = Stdout(highlight=False)
+            render(report, console)
+            if report.profile:
+                from grader.run.profile import render_profile
+
+                render_profile(report.profile, console)
+    return outcome.exit_code
+
+
+@contextlib.contextmanager
+def _error_object(args: argparse.Namespace) -> Iterator[None]:
+    """`--json`, one notebook that cannot be graded: its error object on stdout, as a batch
+    lists it; the error then goes on to stderr and the exit code. A bad flag is not the
+    notebook's: no object."""
+    try:
+        yield
+    except GraderError as e:
+        if args.json and not isinstance(e, UsageError):
+            from grader.report.card import encodable_data
+            from grader.run.batch import cannot_grade
+
+            entry = cannot_grade(args.paths[0], e).to_dict()
+            with stdout_may_close():
+                print(json.dumps(encodable_data(entry), indent=2))
+        raise
+
+
+def _write_candidate_report(
+    args: argparse.Namespace, report: GradeReport, path: str | None
+) -> None:
+    """`--format`: the candidate's report (`--reveal`) to `path`, or stdout when None."""
+    from grader.report.card import for_candidate, to_html, to_markdown
+
+    shown = report if args.reveal is None else for_candidate(report, args.reveal)
+    text = to_markdown(shown) if args.format == "md" else to_html(shown)
+    if path is None:
+        print(text)
+    else:
+        write(path, "candidate's report", text)
+
+
+def _grade_batch(args: argparse.Namespace, limits: Limits, notebooks: list[str]) -> int:
+    import time
+
+    from grader.report import to_json_list, to_junit_batch, write_gradescope_folder
+    from grader.report.progress import Progress, render_summary
+    from grader.run.batch import grade_all, worst
+    from grader.suite.exercise import load_catalog, use_exercises
+
+    began = time.monotonic()
+    use_exercises(args.exercises)
+    catalog = load_catalog()  # before the workers fork: they inherit it, and torch
+    if args.exercise and args.exercise not in catalog:
+        known = ", ".join(sorted(catalog)) or "none"
+        raise UsageError(f"--exercise {args.exercise}: unknown exercise (known: {known})")
+    jobs = args.jobs or len(os.sched_getaffinity(0))
+    with Progress(Console(stderr=True, highlight=False), len(notebooks)) as progress:
+        outcomes = grade_all(notebooks, jobs, limits, catalog, args.exercise, progress)
+    check()  # a stopping signal whose exception a library swallowed: no report
+    write(args.junit, "JUnit file", to_junit_batch(outcomes))
+    if args.gradescope:
+        write_folder(args.gradescope, "Gradescope results", write_gradescope_folder, outcomes)
+    _write_cohort_files(args, outcomes)
+    with stdout_may_close():
+        if args.format:
+            from grader.report import slugs
+
+            names = slugs(outcomes)
+            if args.candidate_report:
+                Path(args.candidate_report).mkdir(exist_ok=True)  # its parent was checked
+            for outcome in outcomes:
+                if outcome.report is None:
+                    continue
+                name = f"{names[outcome.notebook]}.{args.format}"
+                folder = args.candidate_report
+                _write_candidate_report(args, outcome.report, folder and str(Path(folder) / name))
+        if args.json:
+            print(to_json_list(outcomes))
+        else:
+            render_summary(outcomes, Stdout(highlight=False), time.monotonic() - began)
+    return worst(outcomes)
+
+
+def _write_cohort_files(args: argparse.Namespace, outcomes: list[Outcome]) -> None:
+    """The outputs a single notebook and a batch share: --csv and --output."""
+    from grader.report import to_csv, write_output_dir
+
+    write(args.csv, "gradebook", to_csv(outcomes) if args.csv else "")
+    if args.output:
+        write_folder(args.output, "reports", write_output_dir, outcomes)

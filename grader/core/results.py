@@ -1,0 +1,276 @@
+"""Results of a grading: frozen data, scored and serialised without a kernel."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from grader.core.outcomes import Status
+from grader.core.records import Finding
+
+STATUSES: tuple[str, ...] = tuple(s.value for s in Status)
+
+# What a test that did not pass ran into, besides its status (`CheckResult.problem`).
+INTERFACE = "interface"  # the code does not fit the interface: a name, layer, signature
+# or return type is not what the exercise asks for
+BLOCKED = "blocked"  # it could not run: a name it needs is defined by a cell that failed
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The outcome of one hidden test."""
+
+    id: str
+    level: int
+    level_name: str
+    status: Status
+    score: float
+    max_score: float
+    message: str = ""
+    hidden: bool = True  # False: "public", also in the candidate's self-check
+    description: str = ""  # the check's docstring, first line
+    problem: str = ""  # "", INTERFACE or BLOCKED
+    blocked_by: int = 0  # for BLOCKED: the first cell that failed (cells count from 1)
+
+    @property
+    def verdict(self) -> str:
+        """What happened, as a person reads it: 'wrong answer', 'interface', 'blocked by
+        cell 2', 'not implemented', 'error', 'timeout', ..."""
+        if self.status == Status.PASSED:
+            return "passed"
+        if self.problem == BLOCKED:
+            return f"blocked by cell {self.blocked_by}"
+        if self.problem == INTERFACE:
+            return INTERFACE
+        return _VERDICTS.get(self.status, str(self.status))
+
+
+_VERDICTS = {Status.FAILED: "wrong answer", Status.NOT_IMPLEMENTED: "not implemented"}
+
+
+@dataclass(frozen=True)
+class CellError:
+    """A candidate cell that raised, ran out of time, or killed the kernel (cell counts from 1)."""
+
+    cell: int
+    kind: Status  # never PASSED
+    message: str
+    output: str = ""
+    output_cut: int = 0
+    line: int = 0  # the line of the cell that raised (0: not known)
+
+
+@dataclass(frozen=True)
+class RootCause:
+    """The first cell that failed: what it raised, where, and how many tests could not run
+    because of it (they need a name that a failed cell defines)."""
+
+    cell: int
+    kind: Status
+    message: str
+    line: int = 0
+    source: str = ""  # the text of that line
+    blocked: int = 0
+
+
+@dataclass(frozen=True)
+class CutOutput:
+    """A cell that printed past the output limits: how its output began, and how much was cut."""
+
+    cell: int
+    start: str
+    cut: int
+
+
+@dataclass(frozen=True)
+class LevelSummary:
+    """Tests passed and points earned on one level."""
+
+    number: int
+    name: str
+    passed: int
+    total: int
+    score: float
+    max_score: float
+
+
+@dataclass(frozen=True)
+class GradeReport:
+    """Everything the report card, the JSON and the JUnit file say."""
+
+    exercise: str
+    title: str
+    notebook: str
+    score: float
+    max_score: float
+    level_reached: int
+    level_reached_name: str
+    levels: list[LevelSummary]
+    duration_s: float
+    tests: list[CheckResult]
+    cell_errors: list[CellError]
+    headlines: list[str] = field(default_factory=list)
+    integrity: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    cut_output: list[CutOutput] = field(default_factory=list)
+    torch_version: str = ""
+    grader_version: str = ""
+    python_version: str = ""
+    suite_hash: str = ""  # sha256 of the exercise's suite and the shared modules it uses
+    device: str = "cpu"  # where the candidate's code ran during the hidden tests
+    sandboxed: bool = False  # whether the kernel ran in the sandbox (grader/kernel/sandbox.py)
+    root_cause: RootCause | None = None
+    hints: list[str] = field(default_factory=list)  # likely bugs, from the mutation corpus
+    profile: dict[str, Any] | None = None  # `--profile`: see grader.run.profile (never scored)
+
+    @property
+    def full_marks(self) -> bool:
+        """True when every point was earned."""
+        return self.max_score > 0 and self.score >= self.max_score
+
+    @property
+    def graded_with(self) -> dict[str, str]:
+        """What the result was computed with: enough to tell two gradings apart."""
+        return {
+            "grader": self.grader_version,
+            "exercise": self.exercise,
+            "suite_hash": self.suite_hash,
+            "torch": self.torch_version,
+            "python": self.python_version,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (the `--json` schema)."""
+        data = asdict(self)
+        data["duration_s"] = round(self.duration_s, 3)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GradeReport:
+        """The inverse of `to_dict` (for `grade merge`).
+
+        Raises:
+            ValueError: `data` is not a report `to_dict` wrote.
+        """
+        try:
+            fields = dict(data)
+            fields["levels"] = [LevelSummary(**d) for d in data["levels"]]
+            fields["tests"] = [
+                CheckResult(**{**d, "status": Status(d["status"])}) for d in data["tests"]
+            ]
+            fields["cell_errors"] = [
+                CellError(**{**d, "kind": Status(d["kind"])}) for d in data["cell_errors"]
+            ]
+            fields["integrity"] = [Finding(**d) for d in data.get("integrity", [])]
+            fields["cut_output"] = [CutOutput(**d) for d in data.get("cut_output", [])]
+            cause = data.get("root_cause")
+            fields["root_cause"] = cause and RootCause(**{**cause, "kind": Status(cause["kind"])})
+            return cls(**fields)
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"not a grade report: {type(e).__name__}: {e}") from None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One notebook of a run: its report, or why it could not be graded (`error`, with the
+    exit code that says whose fault: 2 the input's, 3 the grader's). `cells` is what each
+    cell printed (for `--output`; not serialised)."""
+
+    notebook: str
+    report: GradeReport | None = None
+    error: str = ""
+    exit_code: int = 0
+    cells: tuple[Any, ...] = field(default=(), compare=False, repr=False)
+
+    @property
+    def score(self) -> float:
+        """The report's score; 0 for a notebook that could not be graded."""
+        return self.report.score if self.report else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report's `--json` object; for an error, the notebook, the error, the exit
+        code and a zero."""
+        if self.report is not None:
+            return self.report.to_dict()
+        return {
+            "notebook": self.notebook,
+            "error": self.error,
+            "exit_code": self.exit_code,
+            "score": 0,
+            "max_score": 0,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Outcome:
+        """The inverse of `to_dict`.
+
+        Raises:
+            ValueError: `data` is neither a report nor an error entry.
+        """
+        if not isinstance(data, dict) or not isinstance(data.get("notebook"), str):
+            raise ValueError("not a grading result (no notebook)")
+        if "error" in data:
+            code = data.get("exit_code")
+            if not isinstance(code, int) or isinstance(code, bool):
+                raise ValueError("an error entry without an exit code")
+            return cls(data["notebook"], error=str(data["error"]), exit_code=code)
+        report = GradeReport.from_dict(data)
+        return cls(report.notebook, report, exit_code=exit_code(report))
+
+
+def exit_code(report: GradeReport) -> int:
+    """0 for full marks, 1 for points lost (`grader.core.errors.ExitCode`)."""
+    return 0 if report.full_marks else 1
+
+
+def void(tests: list[CheckResult], findings: list[Finding]) -> list[CheckResult]:
+    """No credit for a grading in which the notebook reached for the grader itself (its
+    hidden suite, references or record channel): every test keeps its status, scores 0."""
+    if not any(f.voids for f in findings):
+        return tests
+    return [replace(t, score=0) for t in tests]
+
+
+def summarise(level_names: list[str], tests: list[CheckResult]) -> tuple[list[LevelSummary], int]:
+    """Per-level totals, and the highest level reached with every level up to it fully passed."""
+    levels = []
+    reached = 0
+    still_climbing = True
+    for number, name in enumerate(level_names, start=1):
+        mine = [t for t in tests if t.level == number]
+        passed = sum(t.status == Status.PASSED for t in mine)
+        levels.append(
+            LevelSummary(
+                number, name, passed, len(mine),
+                sum(t.score for t in mine), sum(t.max_score for t in mine),
+            )
+        )  # fmt: skip
+        if still_climbing and mine and passed == len(mine) and sum(t.score for t in mine) > 0:
+            reached = number
+        else:
+            still_climbing = False
+    return levels, reached
+
+
+# Python's own message, and the kernel guard's for a package outside the environment.
+_MISSING_MODULE = re.compile(
+    r"^(?:ModuleNotFoundError|ImportError): (?:No module named '(?P<python>[^']+)'"
+    r"|(?P<guard>[\w.]+) is not available in the grading environment)"
+)
+
+
+def headlines(cell_errors: list[CellError]) -> list[str]:
+    """What to read first, from the cells' errors alone: each module the notebook imports
+    that the grading environment lacks, once, at the first cell that imported it (its
+    absence is why the tests that need it fail, not 33 separate mistakes)."""
+    lines = []
+    seen: set[str] = set()
+    for error in cell_errors:
+        match = _MISSING_MODULE.match(error.message) if error.kind == Status.ERROR else None
+        module = match and (match["python"] or match["guard"])
+        if not module or module in seen:
+            continue
+        seen.add(module)
+        lines.append(f"cell {error.cell}: `{module}` is not available in the grading environment")
+    return lines

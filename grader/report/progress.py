@@ -1,0 +1,180 @@
+"""What a batch shows while it runs (a live display on a terminal, one line per notebook
+elsewhere) and the summary table it ends with."""
+
+from __future__ import annotations
+
+import time
+
+from rich import box
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.live import Live
+from rich.measure import Measurement
+from rich.padding import Padding
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from grader.core.results import Outcome
+from grader.core.text import printable
+from grader.report.card import likely_bug
+from grader.run.batch import Events
+
+_FLIGHT_ROWS = 8  # notebooks in flight listed by name; the rest are counted
+
+
+def _clock(seconds: float) -> str:
+    minutes, seconds = divmod(int(seconds), 60)
+    return f"{minutes}:{seconds:02d}"
+
+
+class Progress(Events):
+    """The batch's progress on `console` (stderr): on a terminal, a live display (done,
+    running, left, elapsed, the notebooks in flight) redrawn a few times a second by the
+    pool's own loop (no thread of its own: the pool forks workers); elsewhere, a line per
+    notebook as it finishes."""
+
+    def __init__(self, console: Console, total: int) -> None:
+        self.console = console
+        self.total = total
+        self.done = 0
+        self.began = time.monotonic()
+        self.flight: dict[int, tuple[str, float]] = {}
+        self.live: Live | None = None
+
+    def __enter__(self) -> Progress:
+        if self.console.is_terminal:
+            self.live = Live(self._view(), console=self.console, auto_refresh=False, transient=True)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live is not None:
+            self.live.__exit__(None, None, None)
+            self.live = None
+
+    def started(self, index: int, notebook: str) -> None:
+        self.flight[index] = (notebook, time.monotonic())
+        self.tick()
+
+    def finished(self, index: int, outcome: Outcome) -> None:
+        self.flight.pop(index, None)
+        self.done += 1
+        if self.live is None:
+            line = f"[{self.done}/{self.total}] {outcome.notebook}: {_score(outcome)}"
+            if outcome.report is not None:
+                line += f" ({outcome.report.duration_s:.1f} s)"
+            self.console.print(printable(line), markup=False, highlight=False)
+        self.tick()
+
+    def tick(self) -> None:
+        if self.live is not None:
+            self.live.update(self._view(), refresh=True)
+
+    def _view(self) -> RenderableType:
+        now = time.monotonic()
+        left = self.total - self.done - len(self.flight)
+        head = Text.assemble(
+            ("grading ", "bold"),
+            f"{self.done}/{self.total} done · {len(self.flight)} running · {left} left · "
+            f"{_clock(now - self.began)}",
+        )
+        bar = ProgressBar(total=max(1, self.total), completed=self.done, width=40)
+        rows = [
+            Text(f"  {_clock(now - since)}  ") + Text(printable(notebook), style="dim")
+            for notebook, since in sorted(self.flight.values(), key=lambda f: f[1])
+        ]
+        if len(rows) > _FLIGHT_ROWS:
+            rows = [*rows[:_FLIGHT_ROWS], Text(f"  … and {len(rows) - _FLIGHT_ROWS} more")]
+        return Group(head, bar, *rows)
+
+
+def _score(outcome: Outcome) -> str:
+    report = outcome.report
+    if report is None:
+        return "could not grade"
+    return f"{report.score:g}/{report.max_score:g}"
+
+
+def trouble(outcome: Outcome) -> str:
+    """What went wrong with one notebook, in a line ("" for full marks): why it could not
+    be graded, no credit, the likely bug, what to read first, the first cell that failed,
+    or how many tests did not pass and the first one's verdict (its message is on the
+    notebook's card)."""
+    report = outcome.report
+    if report is None:  # the row names the notebook already
+        return outcome.error.removeprefix(f"{outcome.notebook}: ")
+    if any(f.voids for f in report.integrity):
+        return "no credit: the notebook reached for the grader itself"
+    missed = [t for t in report.tests if t.status != "passed"]
+    if report.hints:
+        return f"{len(missed)} not passed; likely bug: {likely_bug(report)}"
+    if report.headlines:
+        return report.headlines[0]
+    if report.cell_errors:
+        cell = report.cell_errors[0]
+        return f"cell {cell.cell}: {cell.message or cell.kind}"
+    if not missed:
+        return ""
+    return f"{len(missed)} not passed; first: {missed[0].id} ({missed[0].verdict})"
+
+
+class Clipped:
+    """`text` wrapped to the width it is given and cut to `lines` lines, the last one
+    ending in "…" when something was cut."""
+
+    def __init__(self, text: Text, lines: int = 2) -> None:
+        self.text = text
+        self.lines = lines
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        wrapped = list(self.text.wrap(console, width, overflow="fold"))
+        if len(wrapped) > self.lines:
+            wrapped = wrapped[: self.lines]
+            last = wrapped[-1]
+            space = last.plain.rfind(" ", 0, width - 1)  # cut between words where it can
+            last.truncate(space if space > 0 else width - 1)
+            last.rstrip()
+            last.append("…")
+        yield from wrapped
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self.text)
+
+
+def render_summary(outcomes: list[Outcome], console: Console, seconds: float) -> None:
+    """One row per notebook (score, level reached, duration; under the notebook, what went
+    wrong, in at most two lines), then the totals."""
+    table = Table(box=box.SIMPLE_HEAD)
+    table.add_column("notebook: what went wrong", overflow="fold")
+    table.add_column("score", justify="right", no_wrap=True)
+    table.add_column("level", justify="right", no_wrap=True)
+    table.add_column("time", justify="right", no_wrap=True)
+    for outcome in outcomes:
+        report = outcome.report
+        style = "green" if outcome.exit_code == 0 else "red" if outcome.exit_code >= 2 else ""
+        notebook: list[RenderableType] = [Text(printable(outcome.notebook))]
+        why = printable(trouble(outcome))
+        if why:
+            notebook.append(Padding(Clipped(Text(why, style="dim")), (0, 0, 0, 2)))
+        table.add_row(
+            Group(*notebook),
+            Text(_score(outcome) if report else "error", style=style),
+            Text(str(report.level_reached) if report else "–"),
+            Text(f"{report.duration_s:.1f} s" if report else "–"),
+        )
+    full = sum(o.exit_code == 0 for o in outcomes)
+    lost = sum(o.exit_code == 1 for o in outcomes)
+    failed = len(outcomes) - full - lost
+    graded = [o.report for o in outcomes if o.report is not None]
+    totals = Text.assemble(
+        (f"{len(outcomes)} notebooks", "bold"),
+        f": {full} full marks, {lost} lost points, {failed} could not be graded",
+    )
+    if graded:
+        mean = sum(r.score for r in graded) / len(graded)
+        totals.append(f" · mean score {mean:.1f} of the {len(graded)} graded")
+    totals.append(f" · {seconds:.1f} s")
+    console.rule("Cohort")
+    console.print(Group(table, totals))
+    console.rule()

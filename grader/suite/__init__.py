@@ -1,0 +1,11 @@
+"""What an exercise author writes against: `Exercise`, `Check`, `Watch`, the check library,
+the handle (`Kernel`) through which a check calls the candidate's code, the static scan, and
+the mutation corpus. Nothing here runs a notebook.
+
+exercise   Exercise, Check, Watch, the catalog of exercise folders, find_exercise
+checks     the check library: assert_close with tensor-aware messages, seeded inputs, ...
+handle     Kernel and Remote: calls into the candidate's kernel, answers back as tensors
+integrity  the common checks on how an answer was produced (no built-in, clean source)
+scan       the static scan of the candidate's cells
+corpus     Mutant, Variant: single-bug copies of a reference and correct alternatives
+"""

@@ -1,0 +1,235 @@
+"""Assertions for hidden tests, with messages that say what was expected and what was found.
+
+Each helper raises `Failed` with one line, numbers included:
+``weights on padded keys: max 0.31, want < 1e-6``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from grader.core.outcomes import Failed, Interface
+
+__all__ = ["Failed", "Interface"]  # suites import them from here, with the helpers
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Elementwise closeness: |actual - expected| <= atol + rtol * |expected|."""
+
+    rtol: float
+    atol: float
+
+
+# torch.testing.assert_close's defaults. No hidden test compares tighter than these for the
+# dtype compared: correct code that adds things up in another order, or rounds a constant
+# or its softmax to float32, stays within them; the smallest real bug is off by ~5e-2.
+DEFAULT_TOLERANCES: dict[torch.dtype, Tolerance] = {
+    torch.float16: Tolerance(rtol=1e-3, atol=1e-5),
+    torch.bfloat16: Tolerance(rtol=1.6e-2, atol=1e-5),
+    torch.float32: Tolerance(rtol=1.3e-6, atol=1e-5),
+    torch.float64: Tolerance(rtol=1e-7, atol=1e-7),
+}
+
+
+# Per device, where its kernels round differently from the CPU's (a GPU's matmul and
+# softmax add up in other orders and fuse differently): these loosen the defaults above for
+# their dtypes, and never tighten them. A dtype a device does not name keeps the default.
+DEVICE_TOLERANCES: dict[str, dict[torch.dtype, Tolerance]] = {
+    "cpu": {},
+    "cuda": {torch.float32: Tolerance(rtol=1e-5, atol=1e-5)},
+}
+# Where the suite's calls run for the grading in progress (the grader sets it before the
+# suite runs: `set_device`); the tolerances follow it.
+_device = {"name": "cpu"}
+
+
+def set_device(device: str) -> None:
+    """Compare at `device`'s tolerances from now on ("cpu", "cuda", "cuda:1": its kind)."""
+    _device["name"] = str(device).partition(":")[0] or "cpu"
+
+
+def current_device() -> str:
+    """The device whose tolerances `tolerance` uses now ("cpu" unless set)."""
+    return _device["name"]
+
+
+def default_tolerance(dtype: torch.dtype, device: str | None = None) -> Tolerance:
+    """`dtype`'s default (float32's for a dtype without one) on `device` (the current one
+    unless given): assert_close's default, loosened where the device's table says so."""
+    base = DEFAULT_TOLERANCES.get(dtype, DEFAULT_TOLERANCES[torch.float32])
+    kind = (device or current_device()).partition(":")[0]
+    extra = DEVICE_TOLERANCES.get(kind, {}).get(dtype)
+    if extra is None:
+        return base
+    return Tolerance(rtol=max(base.rtol, extra.rtol), atol=max(base.atol, extra.atol))
+
+
+def cuda_available() -> tuple[bool, str]:
+    """Whether the suite's calls can run on a GPU here, and one plain line saying why not
+    (or naming the GPU): "torch 2.13.0+cpu has no CUDA", "no GPU visible"."""
+    if torch.version.cuda is None:
+        return False, f"torch {torch.__version__} has no CUDA"
+    if not torch.cuda.is_available():
+        return False, "no GPU visible"
+    try:
+        return True, torch.cuda.get_device_name(0)
+    except Exception as error:  # a driver that answers is_available but not this
+        return False, f"no usable GPU ({type(error).__name__}: {error})"
+
+
+def tolerance(
+    *dtypes: torch.dtype, rtol: float | None = None, atol: float | None = None
+) -> Tolerance:
+    """The default tolerance of the least precise of `dtypes` on the current device
+    (`default_tolerance`), loosened to `rtol` / `atol` where they are given; never tighter
+    than the default."""
+    default = max((default_tolerance(d) for d in dtypes), key=lambda t: t.rtol)
+    return Tolerance(
+        rtol=max(default.rtol, rtol or 0.0),
+        atol=max(default.atol, atol or 0.0),
+    )
+
+
+def tolerance_ratio(actual: torch.Tensor, expected: torch.Tensor, tol: Tolerance) -> torch.Tensor:
+    """|a - e| / (atol + rtol * |e|) elementwise, in float64: at most 1 is within `tol`."""
+    a = actual.detach().to(torch.float64)
+    e = expected.detach().to(torch.float64)
+    return (a - e).abs() / (tol.atol + tol.rtol * e.abs())
+
+
+def describe(value: Any) -> str:
+    """A short description of a returned value's type and shape."""
+    from grader.suite.handle import Foreign, Remote
+
+    if value is None:
+        return "None"
+    if isinstance(value, torch.Tensor):
+        return f"a {_dtype(value)} tensor of shape {tuple(value.shape)}"
+    if isinstance(value, tuple):
+        return f"a tuple of {len(value)}"
+    if isinstance(value, list):
+        return f"a list of {len(value)}"
+    if isinstance(value, Foreign):
+        return f"a {value.type}"
+    if isinstance(value, Remote):
+        return f"a {value.type_name or 'Python object'}"
+    return f"a {type(value).__name__} ({value!r:.40})"
+
+
+def _dtype(t: torch.Tensor) -> str:
+    return str(t.dtype).replace("torch.", "")
+
+
+def tensor(value: Any, what: str, shape: Sequence[int] | None = None) -> torch.Tensor:
+    """`value` must be a tensor (of `shape`, when given); returns it."""
+    if not isinstance(value, torch.Tensor):
+        raise Interface(f"{what}: got {describe(value)}, want a torch.Tensor")
+    if shape is not None and tuple(value.shape) != tuple(shape):
+        raise Failed(f"{what} shape {tuple(value.shape)}, want {tuple(shape)}")
+    if not value.is_floating_point():
+        raise Interface(f"{what} has dtype {_dtype(value)}, want a floating-point tensor")
+    return value
+
+
+def pair(value: Any, what: str) -> tuple[Any, Any]:
+    """`value` must be a 2-tuple (or list), e.g. forward's (output, weights)."""
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise Interface(f"{what}: got {describe(value)}, want a pair (output, weights)")
+    return value[0], value[1]
+
+
+def is_none(value: Any, what: str) -> None:
+    """`value` must be None."""
+    if value is not None:
+        raise Interface(f"{what}: got {describe(value)}, want None")
+
+
+def finite(t: torch.Tensor, what: str) -> None:
+    """No NaN or inf anywhere in `t`."""
+    nan = int(torch.isnan(t).sum())
+    inf = int(torch.isinf(t).sum())
+    if nan or inf:
+        raise Failed(f"{what}: {nan} NaN and {inf} inf values out of {t.numel()}")
+
+
+def small(t: torch.Tensor, what: str, bound: float) -> None:
+    """Every |entry| of `t` is below `bound`."""
+    if t.numel() == 0:
+        return
+    finite(t, what)
+    worst = float(t.abs().max())
+    if not worst < bound:
+        raise Failed(f"{what}: max {worst:.3g}, want < {bound:.0e}")
+
+
+def close(
+    actual: torch.Tensor,
+    expected: torch.Tensor,
+    what: str,
+    *,
+    rtol: float | None = None,
+    atol: float | None = None,
+) -> None:
+    """`actual` matches `expected` elementwise: |a - e| <= atol + rtol * |e|, at the default
+    tolerance of the less precise of the two dtypes (`tolerance`), or looser where given.
+
+    The message names the element that breaks the tolerance the most (the largest ratio of
+    its difference to the difference allowed there), not the largest absolute difference.
+    """
+    actual = tensor(actual, what, expected.shape).detach()
+    expected = expected.detach()  # a reference may come out of an autograd graph
+    finite(actual, what)
+    finite(expected, f"{what}, the value compared against")
+    tol = tolerance(actual.dtype, expected.dtype, rtol=rtol, atol=atol)
+    ratio = tolerance_ratio(actual, expected, tol)
+    outside = int((ratio > 1).sum())
+    if outside:
+        at = tuple(int(i) for i in torch.unravel_index(ratio.argmax(), ratio.shape))
+        got, want = float(actual[at]), float(expected[at])
+        allowed = tol.atol + tol.rtol * abs(want)
+        raise Failed(
+            f"{what}: {outside} of {ratio.numel()} elements outside the tolerance; worst at "
+            f"{list(at)}: got {got:.8g}, want {want:.8g}, off by {abs(got - want):.3g} where "
+            f"{allowed:.3g} is allowed (atol={tol.atol:.2g}, rtol={tol.rtol:.2g})"
+        )
+
+
+def same(
+    actual: torch.Tensor, expected: torch.Tensor, what: str, *, atol: float | None = None
+) -> None:
+    """Two outputs of the candidate that must agree, up to the dtype's default tolerance (or
+    `atol`, where a test allows more); NaN or inf in either fails."""
+    close(actual, expected, what, atol=atol)
+
+
+def differ(a: torch.Tensor, b: torch.Tensor, what: str, at_least: float = 1e-4) -> None:
+    """Two finite outputs that must not be the same (NaN is not a difference)."""
+    finite(a, what)
+    finite(b, f"{what}, the value compared against")
+    if tuple(a.shape) == tuple(b.shape) and float((a - b).abs().max()) < at_least:
+        raise Failed(
+            f"{what}: max abs diff {float((a - b).abs().max()):.3g}, want >= {at_least:.0e}"
+        )
+
+
+def rows_sum_to_one(w: torch.Tensor, what: str, atol: float = 1e-5) -> None:
+    """Probabilities (a softmax, attention weights): non-negative, summing to 1 over the last
+    axis (within `atol`, and never tighter than the dtype's default tolerance)."""
+    finite(w, what)
+    tol = tolerance(w.dtype, atol=atol)
+    bound = tol.atol + tol.rtol  # |expected| = 1
+    low = float(w.min())
+    if low < -bound:
+        raise Failed(f"{what}: min {low:.3g}, want >= 0")
+    sums = w.sum(dim=-1)
+    worst = float((sums - 1).abs().max())
+    if worst > bound:
+        raise Failed(
+            f"{what}: rows sum to between {float(sums.min()):.4g} and "
+            f"{float(sums.max()):.4g}, want 1 (±{bound:.2g})"
+        )

@@ -1,0 +1,73 @@
+"""Integrity verdicts for the from-scratch checks: what the source binds to the exercise's
+forbidden built-ins, what the guard saw at run time, and what a candidate module holds.
+
+Run-time detection lives in the guard and the shim (they record watched torch calls); the
+static scan (`grader.suite.scan`) reads the cells' AST in the grader's process, aliases and
+string look-ups included. What counts as a built-in, and what messages call it, comes
+from the exercise's `Watch`.
+"""
+
+from __future__ import annotations
+
+from grader.core.outcomes import Failed
+from grader.suite.exercise import Watch
+from grader.suite.scan import (  # the static scan lives in grader.suite.scan; re-exported for suites
+    CellSource,
+    scan,
+    scan_cells,
+)
+
+__all__ = ["require_clean_source", "require_no_builtin_module", "require_nothing_seen", "scan"]
+
+
+def require_clean_source(
+    sources: list[str],
+    forbidden: tuple[str, ...],
+    watch: Watch | None = None,
+    numbers: list[int] | None = None,
+) -> None:
+    """A check's verdict: the graded code names none of the built-ins (`ScanResult.builtins`:
+    machinery and magics are notes on the card, not a failure). The message names the cell
+    as the card does when the sources know their cells (`kernel.sources`) or `numbers`
+    gives each source's cell number in the notebook (`Kernel.cell_numbers`).
+
+    Raises:
+        Failed: naming the first finding (and how many more there are).
+    """
+    watch = watch or Watch()
+    if numbers:
+        sources = [CellSource(s, n) for s, n in zip(sources, numbers, strict=True)]
+    findings = scan_cells(sources, forbidden, watch.private).builtins
+    if findings:
+        more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
+        raise Failed(f"built-in {watch.what} in the source: {findings[0]}{more}")
+
+
+def require_nothing_seen(seen: set[str]) -> None:
+    """A check's verdict: the guard saw no evidence (see `Kernel.seen`): no watched built-in
+    called during the hidden tests, no other process working for the graded calls, none of
+    the machinery that can switch the watch off.
+
+    Raises:
+        Failed: naming everything seen.
+    """
+    if seen:
+        raise Failed(f"the grader's watch saw: {'; '.join(sorted(seen))}")
+
+
+def require_no_builtin_module(
+    modules: list[tuple[str, str]], owner: str, watch: Watch | None = None
+) -> None:
+    """A check's verdict: no submodule is (or derives from) one of the watch's built-in
+    module types. Judged by where the type comes from, not by its name: the notebook's
+    own class called MultiheadAttention is fine.
+
+    Raises:
+        Failed: naming the submodule and the built-in type.
+    """
+    builtins = (watch or Watch()).modules
+    for entry in modules:
+        found = builtins & set(getattr(entry, "bases", (entry[1],)))
+        if found:
+            kind = min(found).rsplit(".", 1)[-1]
+            raise Failed(f"{owner} holds torch's nn.{kind}: {entry[0] or '(the module itself)'}")

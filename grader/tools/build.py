@@ -1,0 +1,132 @@
+"""`grade build`: scaffolds in notebooks/ are written from the solutions in solutions/, with
+the catalog index and each exercise's hints (`build_project`).
+
+In a solution's code cells, each region between ``# BEGIN SOLUTION`` and ``# END SOLUTION``
+becomes ``raise NotImplementedError(...)`` at the marker's indentation (text after
+``BEGIN SOLUTION`` becomes the message). Cells tagged ``grader:solution-only`` are dropped.
+Outputs and execution counts are cleared; the exercise id stays in the metadata.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from pathlib import Path
+
+import nbformat
+
+from grader.core.errors import NotebookError
+from grader.core.limits import Limits
+from grader.core.notebook import read_notebook
+
+BEGIN = re.compile(r"^(?P<indent>\s*)# BEGIN SOLUTION(?P<message>.*)$")
+END = re.compile(r"^\s*# END SOLUTION\s*$")
+SOLUTION_ONLY = "grader:solution-only"
+DEFAULT_MESSAGE = "replace this line with your implementation"
+
+
+def stub_source(source: str, where: str = "<cell>") -> str:
+    """Replace every marked region of a cell's source with a NotImplementedError stub."""
+    out: list[str] = []
+    inside = False
+    for number, line in enumerate(source.splitlines(), start=1):
+        begin = BEGIN.match(line)
+        if begin:
+            if inside:
+                raise NotebookError(where, f"line {number}: BEGIN SOLUTION inside another region")
+            inside = True
+            message = begin.group("message").strip(" :-—") or DEFAULT_MESSAGE
+            out.append(f"{begin.group('indent')}raise NotImplementedError({message!r})")
+        elif END.match(line):
+            if not inside:
+                raise NotebookError(where, f"line {number}: END SOLUTION without BEGIN")
+            inside = False
+        elif not inside:
+            out.append(line)
+    if inside:
+        raise NotebookError(where, "BEGIN SOLUTION is never closed")
+    return "\n".join(out)
+
+
+def scaffold(solution: nbformat.NotebookNode, where: str = "<notebook>") -> nbformat.NotebookNode:
+    """The candidate's notebook made from a solution notebook."""
+    nb = copy.deepcopy(solution)
+    cells = []
+    for index, cell in enumerate(nb.cells):
+        if SOLUTION_ONLY in cell.get("metadata", {}).get("tags", []):
+            continue
+        if cell.cell_type == "code":
+            cell.source = stub_source(cell.source, f"{where} cell {index + 1}")
+            cell.outputs = []
+            cell.execution_count = None
+        cells.append(cell)
+    nb.cells = cells
+    return nb
+
+
+def build_scaffolds(root: Path, check: bool = False) -> list[str]:
+    """Write (or, with `check`, compare) every scaffold, and, in the grader's own tree, the
+    catalog index `grade list` reads (see grader.run.catalog); returns one line per stale file."""
+    lines = _build_index(root, check)
+    solutions = sorted((root / "solutions").glob("*.ipynb"))
+    if not solutions:
+        raise NotebookError(root / "solutions", "no solution notebooks found")
+    for path in solutions:
+        solution = read_notebook(path).node
+        if not solution.metadata.get("grader", {}).get("exercise"):
+            raise NotebookError(path, "metadata has no grader.suite.exercise id")
+        text = nbformat.writes(scaffold(solution, str(path))) + "\n"
+        target = root / "notebooks" / path.name
+        current = target.read_text() if target.exists() else None
+        if current == text:
+            continue
+        if check:
+            lines.append(f"{target}: out of date with {path}; run `grade build`")
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+            lines.append(f"wrote {target}")
+    return lines
+
+
+def _build_index(root: Path, check: bool) -> list[str]:
+    from grader.run.catalog import INDEX, index_text, stale_index
+    from grader.suite.exercise import builtin_exercises
+
+    folder = builtin_exercises()
+    if (root / "exercises").resolve() != folder:
+        return []  # another project: its exercises are loaded with --exercises
+    target = folder / INDEX
+    if check:
+        return [f"{target}: out of date with the suites; run `grade build`"] * stale_index(folder)
+    text = index_text(folder)
+    if target.exists() and target.read_text() == text:
+        return []
+    target.write_text(text)
+    return [f"wrote {target}"]
+
+
+def build_project(root: Path, check: bool, jobs: int = 0) -> tuple[list[str], bool]:
+    """Build (or check) the project at `root`: scaffolds, the catalog index, and the hints of
+    its exercises (those in root/exercises). Returns the lines to print and whether anything
+    is out of date (always False when writing)."""
+    from grader.suite.exercise import builtin_exercises, load_catalog, use_exercises
+    from grader.tools.hints import stale_hints, write_hints
+
+    folder = (root / "exercises").resolve()
+    if folder.is_dir() and folder != builtin_exercises():
+        use_exercises(folder)
+    lines = build_scaffolds(root, check=check)
+    catalog = load_catalog()
+    ours = [e for e in catalog.values() if e.folder is not None and e.folder.parent == folder]
+    if check:
+        lines += [line for e in ours for line in stale_hints(e)]
+        return lines, bool(lines)
+    for exercise in ours:
+        if not stale_hints(exercise):
+            continue
+        solution = root / "solutions" / f"{exercise.id}.ipynb"
+        path = write_hints(exercise, solution, jobs or len(os.sched_getaffinity(0)), Limits())
+        lines.append(f"wrote {path}")
+    return lines, False
