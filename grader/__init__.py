@@ -44,10 +44,12 @@ if TYPE_CHECKING:
     from grader.core.outcomes import Status
     from grader.core.results import CheckResult, GradeReport, Outcome
     from grader.run.batch import grade_all
-    from grader.run.pipeline import grade_notebook
+    from grader.run.pipeline import GradingContext, grade, grade_notebook
 
 _EXPORTS = {
+    "grade": "grader.run.pipeline",
     "grade_notebook": "grader.run.pipeline",
+    "GradingContext": "grader.run.pipeline",
     "grade_all": "grader.run.batch",
     "GradeReport": "grader.core.results",
     "CheckResult": "grader.core.results",
@@ -67,6 +69,7 @@ __all__ = [
     "ExerciseError",
     "ExitCode",
     "GradeReport",
+    "GradingContext",
     "GraderBug",
     "GraderError",
     "KernelStartError",
@@ -75,6 +78,7 @@ __all__ = [
     "Outcome",
     "Status",
     "UsageError",
+    "grade",
     "grade_all",
     "grade_notebook",
 ]

@@ -1,4 +1,4 @@
-"""Writing an exercise as the README says: `grade new softmax_rows` writes a project in a
+"""Writing an exercise as docs/authoring.md says: `grade new softmax_rows` writes a project in a
 temporary folder (the files the "Write your own exercise" section shows, word for word),
 builds it, and `grade --exercises` grades it. Nothing here knows about attention, and the
 grader is not reinstalled."""
@@ -26,8 +26,8 @@ _BLOCK = re.compile(r"^( *)```python\n(.*?)^\1```", re.MULTILINE | re.DOTALL)
 
 def readme_files() -> dict[str, str]:
     """The section's code blocks that start with a `# <path>` comment, by path."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Write your own exercise", 1)[1].split("\n## ", 1)[0]
+    text = (ROOT / "docs" / "authoring.md").read_text()
+    section = text.split("# Write your own exercise", 1)[1].split("\n## ", 1)[0]
     files = {}
     for match in _BLOCK.finditer(section):
         source = textwrap.dedent(match.group(2))
@@ -106,7 +106,7 @@ def test_grade_new_says_in_one_line_where_it_cannot_write(tmp_path):
 
 
 def test_formatting_a_suite_or_adding_a_corpus_keeps_the_index_current(tmp_path):
-    from grader.run.catalog import sources_digest
+    from grader.suite.exercise import sources_digest
 
     (tmp_path / "one").mkdir()
     suite = tmp_path / "one" / "suite.py"

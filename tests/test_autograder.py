@@ -17,8 +17,7 @@ import pytest
 import grader
 from grader.cli.commands import gradescope_command as main
 from grader.core.errors import ExitCode, UsageError
-from grader.run.pipeline import suite_hash
-from grader.suite.exercise import load_catalog
+from grader.suite.exercise import load_catalog, suite_hash
 from grader.tools.gradescope import autograder_entries, build_autograder, torch_pin
 from tests.exercise_packages import GOOD_SUITE
 from tests.helpers import ROOT, SCAFFOLDS, SOLUTIONS

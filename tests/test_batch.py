@@ -211,7 +211,12 @@ def _without_durations(text: str) -> str:
                 element.set("time", "0")
         return ET.tostring(root, encoding="unicode")
     if text.lstrip().startswith("["):
-        return json.dumps([{**e, "duration_s": 0} for e in json.loads(text)])
+        entries = json.loads(text)
+        for entry in entries:
+            entry["duration_s"] = 0
+            for test in entry.get("tests", []):
+                test["duration_s"] = 0
+        return json.dumps(entries)
     rows = list(csv.DictReader(io.StringIO(text)))
     return json.dumps([{**r, "duration_s": "0"} for r in rows])
 

@@ -14,11 +14,12 @@ from rich.console import Console
 
 from grader.core.notebook import Notebook
 from grader.core.outcomes import UNDEFINED, Status
-from grader.core.results import BLOCKED, INTERFACE, CellError, CheckResult, GradeReport, summarise
+from grader.core.results import CellError, CheckResult, GradeReport, Problem
 from grader.report.card import failure_rows, for_candidate, render, to_html, to_markdown
 from grader.suite.exercise import Exercise
 from grader.tools.hints import hints_document, stale_hints
 from grader.verdict.diagnosis import HINTS_FILE, as_in_the_cell, hints, pattern, root_cause
+from grader.verdict.score import summarise
 
 LEVELS = ["shapes", "masks", "parity"]
 
@@ -85,7 +86,7 @@ def test_the_root_cause_is_the_first_failed_cell_with_its_line_and_the_tests_it_
     assert cause is not None
     assert (cause.cell, cause.line, cause.source, cause.blocked) == (2, 2, "import tiktokenx", 2)
     assert [(t.problem, t.blocked_by) for t in marked] == [
-        (BLOCKED, 2), (BLOCKED, 2), (BLOCKED, 6), ("", 0), ("", 0),
+        (Problem.BLOCKED, 2), (Problem.BLOCKED, 2), (Problem.BLOCKED, 6), ("", 0), ("", 0),
     ]  # fmt: skip
     assert [t.verdict for t in marked] == [
         "blocked by cell 2", "blocked by cell 2", "blocked by cell 6", "error", "wrong answer",
@@ -138,7 +139,7 @@ def test_identical_failures_collapse_into_one_row_with_a_count():
 
 def test_each_test_shows_its_description_and_interface_problems_are_labelled():
     tests = [
-        _t("a", 1, "failed", "output: got a tuple of 2, want a torch.Tensor", problem=INTERFACE,
+        _t("a", 1, "failed", "output: got a tuple of 2, want a torch.Tensor", problem=Problem.INTERFACE,
            description="forward returns the output tensor alone."),
         _t("b", 2, "failed", "weights on padded keys: max 0.31",
            description="Padded keys get zero weight."),
@@ -200,7 +201,7 @@ def test_no_hint_while_tests_are_not_implemented_blocked_or_the_grading_is_void(
     assert hints(exercise, [_t("a", 1, "failed", "m")]) == ["the bug?"]
     assert hints(exercise, [_t("a", 1, "failed", "m")], voided=True) == []
     assert hints(exercise, [_t("a", 1, "failed", "m"), _t("b", 1, "not_implemented")]) == []
-    blocked = _t("b", 1, "error", "x", problem=BLOCKED, blocked_by=2)
+    blocked = _t("b", 1, "error", "x", problem=Problem.BLOCKED, blocked_by=2)
     assert hints(exercise, [_t("a", 1, "failed", "m"), blocked]) == []
 
 
@@ -273,21 +274,21 @@ def test_failures_the_interface_explains_get_no_hint(tmp_path):
     shares = {"w": "weights: got a float# tensor of shape (#, #), want None"}
     exercise = _exercise(tmp_path, [("bug", "the bug?", known), ("none", "weights?", shares)])
     missing = UNDEFINED.format("AttentionConfig")
-    undefined = [_t(f"t{i}", 1, "error", missing, problem=INTERFACE) for i in range(9)]
+    undefined = [_t(f"t{i}", 1, "error", missing, problem=Problem.INTERFACE) for i in range(9)]
     assert hints(exercise, undefined) == []  # was "perhaps: the bug?" (9 of its 10 tests)
     # a known bug that fails a test for the interface the same way still names it
     weights = _t("w", 1, "failed", "weights: got a float32 tensor of shape (2, 3), want None")
-    assert hints(exercise, [replace(weights, problem=INTERFACE)]) == ["weights?"]
+    assert hints(exercise, [replace(weights, problem=Problem.INTERFACE)]) == ["weights?"]
     # a known bug alongside an interface problem it does not explain: the bug is named
     wrong = [_t(f"t{i}", 1, "failed", "m") for i in range(10)]
     assert hints(exercise, [*wrong, replace(undefined[0], id="other")]) == ["the bug?"]
 
 
 def _graded_as(exercise: Exercise, notebook: Notebook, catalog: dict[str, Exercise]):
-    from grader.run.pipeline import build_report
+    from grader.verdict.build import build_report
 
     missing = UNDEFINED.format("AttentionConfig")
-    tests = [_t(f"t{i}", 1, "error", missing, problem=INTERFACE) for i in range(9)]
+    tests = [_t(f"t{i}", 1, "error", missing, problem=Problem.INTERFACE) for i in range(9)]
     return build_report(exercise, notebook, tests, [], 0, 1.0, catalog=catalog)
 
 

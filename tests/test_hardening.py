@@ -304,7 +304,7 @@ print(f"alive={alive}")
 def test_a_memory_limit_caps_the_kernels_processes_together():
     """Four children of 700 MiB each: each is under a 2G address-space cap of its own, but
     not together. Where a memory cgroup can be made, the limit is their sum (some are
-    killed, or the kernel itself); elsewhere the README says the cap is per process."""
+    killed, or the kernel itself); elsewhere docs/security.md says the cap is per process."""
     from grader.core.limits import GiB, Limits
     from grader.kernel import Session, memory
 

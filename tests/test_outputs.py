@@ -20,7 +20,7 @@ from markdown_it import MarkdownIt
 from grader.core.errors import UsageError
 from grader.core.outcomes import Status
 from grader.core.records import Finding
-from grader.core.results import CellError, CheckResult, GradeReport, Outcome, summarise
+from grader.core.results import CellError, CheckResult, GradeReport, Outcome
 from grader.core.text import encodable
 from grader.kernel.cells import CellRun
 from grader.report import (
@@ -35,6 +35,7 @@ from grader.report import (
     write_output_dir,
 )
 from grader.report.card import markdown_literal, to_gradescope, to_json, to_junit, to_markdown
+from grader.verdict.score import summarise
 
 ROOT = Path(__file__).resolve().parents[1]
 LEVELS = ["shapes", "masks", "parity"]

@@ -42,14 +42,6 @@ CUDA = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(autouse=True)
-def _cpu_tolerances():
-    """Every test starts and ends with the CPU's tolerances (a grading sets the device)."""
-    checks.set_device("cpu")
-    yield
-    checks.set_device("cpu")
-
-
 def _rows(*lengths_ms_bytes, error_at=()):
     """Profile rows for (T, candidate ms, torch ms, candidate bytes, torch bytes)."""
     rows = []
@@ -321,19 +313,20 @@ def test_the_shim_moves_arguments_and_built_modules_to_its_device():
 
 def test_device_tolerances_loosen_float32_on_cuda_and_never_tighten():
     assert checks.tolerance(torch.float32) == checks.Tolerance(rtol=1.3e-6, atol=1e-5)
-    checks.set_device("cuda")
-    assert checks.current_device() == "cuda"
-    assert checks.tolerance(torch.float32) == checks.Tolerance(rtol=1e-5, atol=1e-5)
-    assert checks.tolerance(torch.float64) == checks.DEFAULT_TOLERANCES[torch.float64]
-    assert checks.tolerance(torch.float16) == checks.DEFAULT_TOLERANCES[torch.float16]
-    checks.set_device("cuda:1")
-    assert checks.tolerance(torch.float32, torch.float64).rtol == 1e-5
+    with checks.on_device("cuda"):
+        assert checks.current_device() == "cuda"
+        assert checks.tolerance(torch.float32) == checks.Tolerance(rtol=1e-5, atol=1e-5)
+        assert checks.tolerance(torch.float64) == checks.DEFAULT_TOLERANCES[torch.float64]
+        assert checks.tolerance(torch.float16) == checks.DEFAULT_TOLERANCES[torch.float16]
+        with checks.on_device("cuda:1"):
+            assert checks.tolerance(torch.float32, torch.float64).rtol == 1e-5
+        assert checks.current_device() == "cuda"
+    assert checks.current_device() == "cpu"  # the device before the block is back
     for device, table in checks.DEVICE_TOLERANCES.items():
         for dtype in table:
             default = checks.DEFAULT_TOLERANCES[dtype]
             tol = checks.default_tolerance(dtype, device)
             assert tol.rtol >= default.rtol and tol.atol >= default.atol
-    checks.set_device("cpu")
     assert checks.tolerance(torch.float32) == checks.Tolerance(rtol=1.3e-6, atol=1e-5)
 
 

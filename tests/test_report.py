@@ -14,9 +14,10 @@ import pytest
 from rich.console import Console
 
 from grader.core.records import Finding
-from grader.core.results import CellError, CheckResult, CutOutput, GradeReport, summarise
+from grader.core.results import CellError, CheckResult, CutOutput, GradeReport
 from grader.core.text import encodable, printable, xml_safe
 from grader.report.card import render, to_gradescope, to_json, to_junit
+from grader.verdict.score import summarise
 
 MARKUP = "[/x] [batch, seq] [bold red]boom[/]"
 TERMINAL = "\x1b[2J\x1b]0;pwned\x07"

@@ -8,15 +8,9 @@ from dataclasses import replace
 
 from rich.console import Console
 
-from grader.core.results import (
-    CellError,
-    CheckResult,
-    CutOutput,
-    GradeReport,
-    headlines,
-    summarise,
-)
+from grader.core.results import CellError, CheckResult, CutOutput, GradeReport
 from grader.report.card import render, to_gradescope, to_json, to_junit
+from grader.verdict.score import headlines, summarise
 
 LEVELS = ["shapes", "masks", "parity"]
 

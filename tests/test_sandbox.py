@@ -155,7 +155,7 @@ raise RuntimeError(f'leaked: {leaked}')
 def test_sandbox_keeps_the_graders_environment_out(tmp_path):
     """The interviewer's secrets: in no kernel's environment (the allow-list), and in no
     process a kernel can see (its own PID namespace and /proc, with --sandbox or without,
-    wherever bubblewrap is installed; without it, the README says what a program the
+    wherever bubblewrap is installed; without it, docs/security.md says what a program the
     notebook starts can read)."""
     secrets = {"GRADER_TEST_SECRET": CANARY, "GITHUB_TOKEN": CANARY}
     for flags in (["--sandbox"], ["--no-sandbox"]):

@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,17 +25,42 @@ from grader.cli.output import (
 )
 from grader.core.errors import GraderError, UsageError
 from grader.core.limits import Limits
+from grader.core.notebook import Notebook
 from grader.core.signals import check
 
 if TYPE_CHECKING:
-    from grader.core.notebook import Notebook
     from grader.core.results import GradeReport, Outcome
 
 
+@dataclass(frozen=True)
+class Plan:
+    """A `grade` run as the flags decide it, checked before anything is graded: the
+    notebook (one, already read) or the notebooks (a batch), the limits, and where the
+    candidate's report goes (None: stdout, or no report)."""
+
+    args: argparse.Namespace
+    limits: Limits
+    notebook: Notebook | None = None
+    notebooks: list[str] = field(default_factory=list)
+    candidate_report: str | None = None
+
+
 def grade_command(argv: list[str]) -> int:
+    """`grade PATH...`: plan, then grade one notebook or a batch."""
     # --help, argument errors and unreadable files are answered before anything heavy
     # (Jupyter, torch) is imported.
-    args = grading_parser().parse_args(argv)
+    plan = make_plan(grading_parser().parse_args(argv))
+    return _grade_single(plan) if plan.notebook is not None else _grade_batch(plan)
+
+
+def make_plan(args: argparse.Namespace) -> Plan:
+    """Check the flags together, read the notebook or list the batch, and refuse outputs
+    that could not be written afterwards.
+
+    Raises:
+        UsageError: flags that do not go together, an unwritable output, a sandbox or GPU
+            that is not there; NotebookError: the one notebook cannot be read.
+    """
     from grader.kernel.sandbox import INSTALL_HINT, available, bwrap_path
     from grader.run.batch import collect, parse_shard, take_shard
 
@@ -83,7 +109,6 @@ def grade_command(argv: list[str]) -> int:
             f"{Path(args.paths[0]).stem}-report.{args.format}" if single else "candidate-reports"
         )
         (writable if single else writable_folder)(candidate, "candidate's report")
-    args.candidate_report = candidate
     for path, what in (
         (args.junit, "JUnit file"),
         (args.csv, "gradebook"),
@@ -113,23 +138,25 @@ def grade_command(argv: list[str]) -> int:
         kernel_user=args.kernel_user,
     )
     if single:
-        return _grade_single(args, limits, notebook)
-    return _grade_batch(args, limits, notebooks)
+        return Plan(args, limits, notebook=notebook, candidate_report=candidate)
+    return Plan(args, limits, notebooks=notebooks, candidate_report=candidate)
 
 
-def _grade_single(args: argparse.Namespace, limits: Limits, notebook: Notebook) -> int:
+def _grade_single(plan: Plan) -> int:
+    args, limits, notebook = plan.args, plan.limits, plan.notebook
     from grader.core.results import Outcome, exit_code
     from grader.report.card import render, to_gradescope, to_json, to_junit
-    from grader.run.pipeline import grade_with_cells
+    from grader.run.pipeline import grade_file
 
     with _error_object(args):
-        report, cells = grade_with_cells(
+        graded = grade_file(
             args.paths[0],
             exercise=args.exercise,
             limits=limits,
             exercises=args.exercises,
             notebook=notebook,
         )
+    report, cells = graded.report, graded.cells
     check()  # a stopping signal whose exception a library swallowed: no report
     write(args.junit, "JUnit file", to_junit(report))
     write(args.gradescope, "Gradescope results", to_gradescope(report))
@@ -137,7 +164,7 @@ def _grade_single(args: argparse.Namespace, limits: Limits, notebook: Notebook) 
     _write_cohort_files(args, [outcome])
     with stdout_may_close():
         if args.format:
-            _write_candidate_report(args, report, args.candidate_report)
+            _write_candidate_report(args, report, plan.candidate_report)
         if report.profile and args.profile_plot:
             from grader.run.profile import profile_svg
 
@@ -164,7 +191,7 @@ def _error_object(args: argparse.Namespace) -> Iterator[None]:
     except GraderError as e:
         if args.json and not isinstance(e, UsageError):
             from grader.report.card import encodable_data
-            from grader.run.batch import cannot_grade
+            from grader.run.pipeline import cannot_grade
 
             entry = cannot_grade(args.paths[0], e).to_dict()
             with stdout_may_close():
@@ -186,7 +213,8 @@ def _write_candidate_report(
         write(path, "candidate's report", text)
 
 
-def _grade_batch(args: argparse.Namespace, limits: Limits, notebooks: list[str]) -> int:
+def _grade_batch(plan: Plan) -> int:
+    args, limits, notebooks = plan.args, plan.limits, plan.notebooks
     import time
 
     from grader.report import to_json_list, to_junit_batch, write_gradescope_folder
@@ -213,13 +241,13 @@ def _grade_batch(args: argparse.Namespace, limits: Limits, notebooks: list[str])
             from grader.report import slugs
 
             names = slugs(outcomes)
-            if args.candidate_report:
-                Path(args.candidate_report).mkdir(exist_ok=True)  # its parent was checked
+            if plan.candidate_report:
+                Path(plan.candidate_report).mkdir(exist_ok=True)  # its parent was checked
             for outcome in outcomes:
                 if outcome.report is None:
                     continue
                 name = f"{names[outcome.notebook]}.{args.format}"
-                folder = args.candidate_report
+                folder = plan.candidate_report
                 _write_candidate_report(args, outcome.report, folder and str(Path(folder) / name))
         if args.json:
             print(to_json_list(outcomes))

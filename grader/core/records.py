@@ -9,17 +9,36 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Literal
+from enum import Enum
 
-Kind = Literal["hidden", "builtin", "machinery", "environment", "tamper", "note"]
-KINDS: tuple[str, ...] = ("hidden", "builtin", "machinery", "environment", "tamper", "note")
+
+class Kind(str, Enum):
+    """What a finding is about (its value is what every output writes)."""
+
+    HIDDEN = "hidden"  # the notebook reached for the grader's hidden files
+    BUILTIN = "builtin"  # a watched built-in ran during a graded call
+    MACHINERY = "machinery"  # what can switch the watch off was used by a graded call
+    ENVIRONMENT = "environment"  # the kernel's environment was not as the grader left it
+    TAMPER = "tamper"  # the record channel was tampered with during a call
+    NOTE = "note"  # something unusual the notebook did: shown, no points taken
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def voids(self) -> bool:
+        """Findings of this kind void the grading: the candidate reached for the grader."""
+        return self in VOIDING
+
+
+KINDS: tuple[str, ...] = tuple(k.value for k in Kind)
 # Findings that void the grading: the candidate reached for the grader itself.
-VOIDING: tuple[str, ...] = ("hidden", "tamper")
+VOIDING = frozenset({Kind.HIDDEN, Kind.TAMPER})
 # Evidence against the from-scratch level: what the graded calls did (a watched built-in
 # ran, another process worked for them) or what can switch the watch off. Everything else
 # a notebook does (a shell command, a program or thread it starts, a magic) is a `note`:
 # shown on the card, no points taken.
-EVIDENCE: tuple[str, ...] = ("builtin", "machinery")
+EVIDENCE = frozenset({Kind.BUILTIN, Kind.MACHINERY})
 _MAX_LINE = 4096
 # Findings kept of each kind: a notebook may make the guard record without end.
 _MAX_PER_KIND = 50
@@ -34,10 +53,13 @@ class Finding:
     cell: int | None = None
     line: int | None = None
 
+    def __post_init__(self) -> None:  # "note" as written in JSON, or Kind.NOTE
+        object.__setattr__(self, "kind", Kind(self.kind))
+
     @property
     def voids(self) -> bool:
         """The candidate reached for the grader itself: no credit."""
-        return self.kind in VOIDING
+        return self.kind.voids
 
     @property
     def is_evidence(self) -> bool:
@@ -45,7 +67,12 @@ class Finding:
         return self.kind in EVIDENCE
 
     def to_dict(self) -> dict[str, object]:
-        return {"kind": self.kind, "message": self.message, "cell": self.cell, "line": self.line}
+        return {
+            "kind": self.kind.value,
+            "message": self.message,
+            "cell": self.cell,
+            "line": self.line,
+        }
 
     def where(self) -> str:
         """'cell 3, line 7: ' or ''."""
@@ -84,7 +111,7 @@ class RecordReader:
         self._partial = lines.pop()
         if len(self._partial) > _MAX_LINE:
             self._partial = b""
-            self.add(Finding("tamper", "unreadable data on the grader's record channel"))
+            self.add(Finding(Kind.TAMPER, "unreadable data on the grader's record channel"))
         for raw in lines:
             self._line(raw)
 
@@ -93,16 +120,16 @@ class RecordReader:
             record = json.loads(raw)
             kind, message = record["k"], str(record["m"])
         except (ValueError, KeyError, TypeError):
-            self.add(Finding("tamper", "unreadable data on the grader's record channel"))
+            self.add(Finding(Kind.TAMPER, "unreadable data on the grader's record channel"))
             return
         if kind == "pid":
             if message.isdigit():
                 self.pids = [*self.pids[-9:], int(message)]
             return
         if kind not in KINDS:
-            self.add(Finding("tamper", "unreadable data on the grader's record channel"))
+            self.add(Finding(Kind.TAMPER, "unreadable data on the grader's record channel"))
             return
-        if kind == "builtin" and not self.testing:
+        if kind == Kind.BUILTIN and not self.testing:
             return
         file, line = str(record.get("f") or ""), record.get("l")
         cell = self._names.get(file.rsplit("/", 1)[-1]) if file else None
@@ -133,4 +160,4 @@ class RecordReader:
     @property
     def seen(self) -> set[str]:
         """Names of the built-ins the guard saw called during hidden tests."""
-        return {f.message for f in self.findings if f.kind == "builtin"}
+        return {f.message for f in self.findings if f.kind == Kind.BUILTIN}

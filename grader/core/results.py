@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import re
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
+from enum import Enum
 from typing import Any
 
 from grader.core.outcomes import Status
@@ -11,10 +11,18 @@ from grader.core.records import Finding
 
 STATUSES: tuple[str, ...] = tuple(s.value for s in Status)
 
+
 # What a test that did not pass ran into, besides its status (`CheckResult.problem`).
-INTERFACE = "interface"  # the code does not fit the interface: a name, layer, signature
-# or return type is not what the exercise asks for
-BLOCKED = "blocked"  # it could not run: a name it needs is defined by a cell that failed
+class Problem(str, Enum):
+    """What a test that did not pass ran into, besides its status."""
+
+    NONE = ""
+    INTERFACE = "interface"  # the code does not fit the interface: a name, layer,
+    # signature or return type is not what the exercise asks for
+    BLOCKED = "blocked"  # it could not run: a name it needs is defined by a cell that failed
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass(frozen=True)
@@ -30,8 +38,9 @@ class CheckResult:
     message: str = ""
     hidden: bool = True  # False: "public", also in the candidate's self-check
     description: str = ""  # the check's docstring, first line
-    problem: str = ""  # "", INTERFACE or BLOCKED
-    blocked_by: int = 0  # for BLOCKED: the first cell that failed (cells count from 1)
+    problem: Problem = Problem.NONE
+    blocked_by: int = 0  # for Problem.BLOCKED: the first cell that failed (cells count from 1)
+    duration_s: float = 0.0  # how long the check ran
 
     @property
     def verdict(self) -> str:
@@ -39,10 +48,10 @@ class CheckResult:
         cell 2', 'not implemented', 'error', 'timeout', ..."""
         if self.status == Status.PASSED:
             return "passed"
-        if self.problem == BLOCKED:
+        if self.problem == Problem.BLOCKED:
             return f"blocked by cell {self.blocked_by}"
-        if self.problem == INTERFACE:
-            return INTERFACE
+        if self.problem == Problem.INTERFACE:
+            return Problem.INTERFACE.value
         return _VERDICTS.get(self.status, str(self.status))
 
 
@@ -157,7 +166,10 @@ class GradeReport:
             fields = dict(data)
             fields["levels"] = [LevelSummary(**d) for d in data["levels"]]
             fields["tests"] = [
-                CheckResult(**{**d, "status": Status(d["status"])}) for d in data["tests"]
+                CheckResult(
+                    **{**d, "status": Status(d["status"]), "problem": Problem(d.get("problem", ""))}
+                )
+                for d in data["tests"]
             ]
             fields["cell_errors"] = [
                 CellError(**{**d, "kind": Status(d["kind"])}) for d in data["cell_errors"]
@@ -222,55 +234,3 @@ class Outcome:
 def exit_code(report: GradeReport) -> int:
     """0 for full marks, 1 for points lost (`grader.core.errors.ExitCode`)."""
     return 0 if report.full_marks else 1
-
-
-def void(tests: list[CheckResult], findings: list[Finding]) -> list[CheckResult]:
-    """No credit for a grading in which the notebook reached for the grader itself (its
-    hidden suite, references or record channel): every test keeps its status, scores 0."""
-    if not any(f.voids for f in findings):
-        return tests
-    return [replace(t, score=0) for t in tests]
-
-
-def summarise(level_names: list[str], tests: list[CheckResult]) -> tuple[list[LevelSummary], int]:
-    """Per-level totals, and the highest level reached with every level up to it fully passed."""
-    levels = []
-    reached = 0
-    still_climbing = True
-    for number, name in enumerate(level_names, start=1):
-        mine = [t for t in tests if t.level == number]
-        passed = sum(t.status == Status.PASSED for t in mine)
-        levels.append(
-            LevelSummary(
-                number, name, passed, len(mine),
-                sum(t.score for t in mine), sum(t.max_score for t in mine),
-            )
-        )  # fmt: skip
-        if still_climbing and mine and passed == len(mine) and sum(t.score for t in mine) > 0:
-            reached = number
-        else:
-            still_climbing = False
-    return levels, reached
-
-
-# Python's own message, and the kernel guard's for a package outside the environment.
-_MISSING_MODULE = re.compile(
-    r"^(?:ModuleNotFoundError|ImportError): (?:No module named '(?P<python>[^']+)'"
-    r"|(?P<guard>[\w.]+) is not available in the grading environment)"
-)
-
-
-def headlines(cell_errors: list[CellError]) -> list[str]:
-    """What to read first, from the cells' errors alone: each module the notebook imports
-    that the grading environment lacks, once, at the first cell that imported it (its
-    absence is why the tests that need it fail, not 33 separate mistakes)."""
-    lines = []
-    seen: set[str] = set()
-    for error in cell_errors:
-        match = _MISSING_MODULE.match(error.message) if error.kind == Status.ERROR else None
-        module = match and (match["python"] or match["guard"])
-        if not module or module in seen:
-            continue
-        seen.add(module)
-        lines.append(f"cell {error.cell}: `{module}` is not available in the grading environment")
-    return lines

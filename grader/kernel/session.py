@@ -26,7 +26,7 @@ from typing import Any
 from grader.core.errors import KernelStartError
 from grader.core.limits import Limits
 from grader.core.outcomes import CallTimeout, KernelCrashed, NoAnswer, Status
-from grader.core.records import Finding, RecordReader
+from grader.core.records import Finding, Kind, RecordReader
 from grader.core.signals import check, held
 from grader.kernel import companions, wire
 from grader.kernel import processes as procs
@@ -199,7 +199,9 @@ class Session:
         answer = read_answer(run.answer)
         if answer.get("tampered"):
             self._reader.add(
-                Finding("tamper", "the kernel redirected the grader's record channel during a call")
+                Finding(
+                    Kind.TAMPER, "the kernel redirected the grader's record channel during a call"
+                )
             )
         return answer
 
@@ -360,7 +362,7 @@ class Session:
                     changed = environment_changes(self._environment, environment_snapshot())
                     if changed:
                         self._reader.add(
-                            Finding("environment", f"the grading environment changed: {changed}")
+                            Finding(Kind.ENVIRONMENT, f"the grading environment changed: {changed}")
                         )
                 for fd in (self._records, self._records_w, self._wake_r, self._wake_w):
                     if fd >= 0:
@@ -425,7 +427,7 @@ class Session:
         seconds, command = companions.work(self._tests_began, now, pids[1])
         if seconds >= companions.WORK_SECONDS:
             self._work_noted = True
-            self._reader.add(Finding("machinery", companions.finding_message(seconds, command)))
+            self._reader.add(Finding(Kind.MACHINERY, companions.finding_message(seconds, command)))
 
     def _count_cut_output(self) -> None:
         """Add what the shim dropped at the source to each cell's count of cut output."""
@@ -477,7 +479,7 @@ class Session:
             if link != f"pipe:[{inode}]" and procs.alive(pid):
                 what = "record" if fd == self._records_w else "call"
                 self._reader.add(
-                    Finding("tamper", f"the kernel redirected the grader's {what} channel")
+                    Finding(Kind.TAMPER, f"the kernel redirected the grader's {what} channel")
                 )
 
     def _kernel_host_pid(self, process: KernelProcess) -> int | None:

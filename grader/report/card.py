@@ -15,9 +15,9 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from grader.core.outcomes import UNDEFINED_NAME
-from grader.core.records import Finding
-from grader.core.results import BLOCKED, CheckResult, GradeReport, RootCause
+from grader.core.outcomes import UNDEFINED_NAME, Status
+from grader.core.records import Finding, Kind
+from grader.core.results import CheckResult, GradeReport, Problem, RootCause
 from grader.core.text import encodable, printable, xml_safe
 
 _SEVERITY = ("hidden", "tamper", "builtin", "machinery", "environment", "note")
@@ -71,8 +71,8 @@ def render(report: GradeReport, console: Console) -> None:
         hints = [("or" if n else "Likely bug", hint) for n, hint in enumerate(report.hints)]
         why = Text(f"({_hints_from(report)})", style="dim")
         parts.append(_hanging([*hints, ("", why)], "bold cyan"))
-    findings = [f for f in report.integrity if f.kind != "note"]
-    notes = [f for f in report.integrity if f.kind == "note"]
+    findings = [f for f in report.integrity if f.kind != Kind.NOTE]
+    notes = [f for f in report.integrity if f.kind == Kind.NOTE]
     if findings:
         parts.append(_integrity(findings, "Integrity (what the grader's watch found)"))
     if notes:
@@ -248,9 +248,9 @@ def failure_rows(report: GradeReport) -> list[Row]:
     and message (tests blocked by one cell count as the same, whatever name they miss)."""
     groups: dict[tuple[str, str], list[CheckResult]] = {}
     for t in report.tests:
-        if t.status == "passed":
+        if t.status == Status.PASSED:
             continue
-        key = (t.verdict, "" if t.problem == BLOCKED else _why(t)[1])
+        key = (t.verdict, "" if t.problem == Problem.BLOCKED else _why(t)[1])
         groups.setdefault(key, []).append(t)
     rows = []
     for (verdict, message), tests in groups.items():
@@ -270,10 +270,10 @@ def failure_rows(report: GradeReport) -> list[Row]:
         if public:
             detail += f" ({public} public)"
         title = f"{len(tests)} tests"
-        if first.problem == BLOCKED:
+        if first.problem == Problem.BLOCKED:
             missing = sorted({_missing(t) for t in tests} - {""})
             message = f"they need {', '.join(missing)}, defined by a cell that failed"
-        elif first.status == "not_implemented":
+        elif first.status == Status.NOT_IMPLEMENTED:
             title, message = f"{len(tests)} tests need {message}", ""
         rows.append(
             Row(str(low) if low == high else f"{low}-{high}", title, detail, first.status,
@@ -300,7 +300,7 @@ def _integrity(findings: list[Finding], title: str) -> Table:
     table.add_column("what", overflow="fold", ratio=1)
     for f in sorted(findings, key=lambda f: _SEVERITY.index(f.kind)):
         where = f"cell {f.cell}" + (f", line {f.line}" if f.line else "") if f.cell else ""
-        style = "bold red" if f.voids else "dim" if f.kind == "note" else "yellow"
+        style = "bold red" if f.voids else "dim" if f.kind == Kind.NOTE else "yellow"
         table.add_row(_literal(f.kind, style=style), Text(where), _literal(f.message))
     return table
 
@@ -365,15 +365,16 @@ def junit_suite(report: GradeReport) -> ET.Element:
             "testcase",
             classname=xml_safe(f"{report.exercise}.{t.level_name}"),
             name=xml_safe(t.id),
+            time=f"{t.duration_s:.3f}",
         )
-        if t.status == "failed":
+        if t.status == Status.FAILED:
             ET.SubElement(case, "failure", message=xml_safe(t.message), type="failed")
-        elif t.status == "not_implemented":
+        elif t.status == Status.NOT_IMPLEMENTED:
             message = ": ".join(filter(None, _why(t)))  # "not implemented: <the stub>"
             ET.SubElement(case, "failure", message=xml_safe(message), type="not_implemented")
-        elif t.status in ("error", "timeout", "crashed"):
+        elif t.status in (Status.ERROR, Status.TIMEOUT, Status.CRASHED):
             ET.SubElement(case, "error", message=xml_safe(f"{t.status}: {t.message}"))
-        elif t.status == "skipped":
+        elif t.status == Status.SKIPPED:
             ET.SubElement(case, "skipped", message=xml_safe(t.message or t.status))
     summary = {
         "score": report.score,
@@ -410,7 +411,7 @@ def to_gradescope(report: GradeReport) -> str:
     public_hint = bool(for_candidate(report, 0).hints)
     tests = []
     for n, t in _numbered(report):
-        why = "" if t.status == "passed" else ": ".join(filter(None, _why(t)))
+        why = "" if t.status == Status.PASSED else ": ".join(filter(None, _why(t)))
         if why and report.hints and t.hidden and not public_hint:
             why += f"\nlikely bug: {likely_bug(report)}"
         tests.append(
@@ -419,7 +420,7 @@ def to_gradescope(report: GradeReport) -> str:
                 "number": f"{t.level}.{n}",
                 "score": t.score,
                 "max_score": t.max_score,
-                "status": "passed" if t.status == "passed" else "failed",
+                "status": "passed" if t.status == Status.PASSED else "failed",
                 "output": printable(why),
                 "tags": [t.level_name],
                 "visibility": "after_published" if t.hidden else "visible",
@@ -549,9 +550,9 @@ def to_markdown(report: GradeReport) -> str:
     for title, chosen in (
         (
             "Integrity (what the grader's watch found)",
-            [f for f in report.integrity if f.kind != "note"],
+            [f for f in report.integrity if f.kind != Kind.NOTE],
         ),
-        (NOTES_TITLE, [f for f in report.integrity if f.kind == "note"]),
+        (NOTES_TITLE, [f for f in report.integrity if f.kind == Kind.NOTE]),
     ):
         lines += _table(
             title, ["kind", "where", "what"], "lll",
@@ -584,7 +585,7 @@ def for_candidate(report: GradeReport, reveal: int) -> GradeReport:
     likely bug is withheld unless every test it explains is shown."""
     shown = [t for t in report.tests if t.level <= reveal or not t.hidden]
     withheld = len(report.tests) - len(shown)
-    explained = all(t.status == "passed" or t in shown for t in report.tests)
+    explained = all(t.status == Status.PASSED or t in shown for t in report.tests)
     notes = list(report.notes)
     if withheld:
         notes.append(

@@ -35,9 +35,9 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from grader.core.errors import ExitCode, GraderBug, GraderError, UsageError
+from grader.core.errors import ExitCode, GraderError, UsageError
 from grader.core.limits import Limits
-from grader.core.results import Outcome, exit_code
+from grader.core.results import Outcome
 from grader.core.signals import check, held
 
 NOTEBOOK_SUFFIX = ".ipynb"
@@ -318,50 +318,30 @@ def _grade_one(
     """Grade one notebook in `session` (or a fresh one); return its outcome and the
     session for the next notebook (None: start one when needed). Every session it opens
     goes on `sessions`."""
-    from grader.core.notebook import read_notebook
-    from grader.run.pipeline import grade_in_session
-    from grader.suite.exercise import find_exercise
+    from grader.run.pipeline import GradingContext, grade_outcome
 
-    started = time.monotonic()
-    try:
-        read = read_notebook(notebook)
-        chosen = find_exercise(read, catalog, exercise)
-    except GraderError as e:  # nothing ran in the session: keep it for the next one
-        return cannot_grade(notebook, e), session
+    given: list[Any] = []  # the session the grading took (it closes it)
     following: list[Any] = []
+
+    def take(_: Limits) -> Any:
+        given.append(session if session is not None else _enter(limits, sessions))
+        return given[0]
 
     def cells_done() -> None:
         if ahead:
             following.append(_launch(limits, sessions))
 
+    ctx = GradingContext(catalog, limits, exercise, take, cells_done)
     try:
-        if session is None:
-            session = _enter(limits, sessions)
-        report, cells = grade_in_session(
-            session, read, chosen, limits, started, cells_done, catalog=catalog
-        )
-        outcome = Outcome(notebook, report, exit_code=exit_code(report), cells=tuple(cells))
-    except GraderError as e:
-        outcome = cannot_grade(notebook, e)
-    except Exception as e:  # a bug in the grader: this notebook's row says so
-        outcome = Outcome(
-            notebook,
-            error=f"internal error: {type(e).__name__}: {e}",
-            exit_code=ExitCode.INTERNAL_ERROR,
-        )
+        outcome = grade_outcome(notebook, ctx)
     finally:
-        if session is not None:
-            _close(session, sessions)
+        for opened in given:
+            _close(opened, sessions)
+    if not given:  # nothing ran in the session (a bad file): keep it for the next one
+        return outcome, session
     if following:
         return outcome, following[0]
     return outcome, _launch(limits, sessions) if ahead else None
-
-
-def cannot_grade(notebook: str, error: GraderError) -> Outcome:
-    """A notebook that could not be graded, as every output shows it: the reason (a
-    `GraderBug`'s says it is internal), with the exit code that says whose fault."""
-    reason = f"internal error: {error}" if isinstance(error, GraderBug) else str(error)
-    return Outcome(notebook, error=reason, exit_code=error.exit_code)
 
 
 def worst(outcomes: list[Outcome]) -> int:

@@ -11,8 +11,6 @@ both still match (an edited suite, or a folder given with --exercises, is loaded
 
 from __future__ import annotations
 
-import ast
-import hashlib
 import json
 import sys
 from dataclasses import asdict, dataclass, field, replace
@@ -23,7 +21,13 @@ from rich.table import Table
 from rich.text import Text
 
 from grader.core.project import installed_tree, is_checkout
-from grader.suite.exercise import Catalog, builtin_exercises, exercises_folders, load_catalog
+from grader.suite.exercise import (
+    Catalog,
+    builtin_exercises,
+    exercises_folders,
+    load_catalog,
+    sources_digest,
+)
 
 INDEX = "catalog.json"
 _PYTHON = "{}.{}".format(*sys.version_info[:2])
@@ -70,30 +74,6 @@ def catalog_rows(catalog: Catalog | None = None) -> list[CatalogRow]:
         CatalogRow(folder, broken=problem) for folder, problem in sorted(catalog.broken.items())
     ]
     return rows
-
-
-def sources_digest(folder: Path, exact: bool = False) -> str:
-    """A digest of the Python files under `folder` that make its catalog (names and code):
-    formatting and comments do not change it, nor does a corpus (its mutants are not in
-    the catalog), so formatting a suite or adding a corpus after `grade build` leaves the
-    index current. `exact`: of every Python file's bytes instead (the same on every
-    Python version: a report's suite_hash)."""
-    digest = hashlib.sha256()
-    for path in sorted(folder.rglob("*.py")):
-        if "__pycache__" in path.parts or (path.name == "corpus.py" and not exact):
-            continue
-        digest.update(f"{path.relative_to(folder).as_posix()}\0".encode())
-        digest.update((path.read_bytes() if exact else _code(path)) + b"\0")
-    return digest.hexdigest()
-
-
-def _code(path: Path) -> bytes:
-    """The file's syntax tree without positions (its bytes, if it does not parse)."""
-    text = path.read_bytes()
-    try:
-        return ast.dump(ast.parse(text)).encode()
-    except (SyntaxError, ValueError):
-        return text
 
 
 def index_text(folder: Path) -> str:

@@ -25,7 +25,7 @@ import torch
 
 from grader.core.limits import Limits
 from grader.core.outcomes import Status
-from grader.core.records import Finding
+from grader.core.records import Finding, Kind
 from grader.kernel import CellRun
 from grader.kernel.channel import Request
 from grader.kernel.launch import SHIM_SOURCE
@@ -41,6 +41,7 @@ class InProcessSession:
         self.restarts = 0
         self.namespace: dict[str, Any] = {"__name__": "__main__"}
         self.calls = 0
+        self.deadline = float("inf")  # no limits: see the module docstring
         self._seen: set[str] = set()
         # the kernel's shim, compiled as in the kernel (its frames are the grader's own)
         self._shim = types.ModuleType("_grader_shim_in_process")
@@ -55,7 +56,17 @@ class InProcessSession:
     @property
     def findings(self) -> list[Finding]:
         """What the watch saw, as the guard would report it."""
-        return [Finding("builtin", name) for name in sorted(self._seen)]
+        return [Finding(Kind.BUILTIN, name) for name in sorted(self._seen)]
+
+    def assign(self, sources: list[tuple[int, str]], deadline: float) -> None:
+        """Take the notebook's cells (the pipeline's call; the deadline is not enforced)."""
+        self.sources = sources
+
+    def end_tests(self) -> None:
+        """The hidden tests are over (nothing to stop in this process)."""
+
+    def close(self) -> None:
+        """Nothing to close: the namespace goes with the object."""
 
     def prepare(self, watch: dict[str, Any] | None = None, packages: tuple[str, ...] = ()) -> None:
         """Watch what `watch` (an exercise's `Watch.kernel_config()`) names, run its setup,

@@ -35,6 +35,7 @@ import linecache
 import os
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,7 @@ from grader.core.errors import GraderBug, GraderError
 from grader.core.limits import Limits
 from grader.core.outcomes import TROUBLE, CandidateOutcome, Status
 from grader.core.records import Finding
-from grader.core.results import INTERFACE, CheckResult
+from grader.core.results import CheckResult, Problem
 from grader.kernel.channel import Request
 from grader.suite.exercise import Check, Exercise, exercises_folders
 from grader.suite.handle import Calls, Kernel
@@ -121,12 +122,13 @@ def run_checks(
         elif time.monotonic() > deadline:
             reason = f"not run: grading passed its {limits.total_timeout:g} s limit"
         if reason:
-            results.append(_result(exercise, check, Status.SKIPPED, reason))
+            results.append(_result(exercise, check, Verdict(Status.SKIPPED, reason)))
             continue
         answers.loose = False
-        status, message, problem = run_check(check, kernel, limits, exercise.id)
-        trouble_in_a_row = trouble_in_a_row + 1 if status in TROUBLE else 0
-        results.append(_result(exercise, check, status, message, problem))
+        info = capture(check, kernel)
+        verdict = classify(info, check, exercise.id)
+        trouble_in_a_row = trouble_in_a_row + 1 if verdict.status in TROUBLE else 0
+        results.append(_result(exercise, check, verdict, info.duration))
     order = {check.id: n for n, check in enumerate(exercise.checks)}
     return sorted(results, key=lambda r: order[r.id])
 
@@ -140,34 +142,69 @@ def shown_first(checks: list[Check], reveal: int | None) -> list[Check]:
     return shown + [c for c in checks if c not in shown]
 
 
-def run_check(
-    check: Check, kernel: Kernel, limits: Limits, exercise: str = ""
-) -> tuple[Status, str, str]:
-    """Run one check and classify what happened: (status, message, problem), where
-    problem is "interface" when the candidate's code does not fit the interface (see
-    `CandidateOutcome.interface`), else "".
+@dataclass(frozen=True)
+class CallInfo:
+    """What running one check did, before anyone judged it (pytest's `CallInfo`): the
+    exception it raised (None: it returned), how long it took, and whether the
+    candidate's code answered with a value whose kind it chose (see the module docstring)."""
 
-    Raises:
-        GraderBug: the suite's fault, by the rule in this module's docstring.
-    """
+    error: BaseException | None
+    duration: float
+    loose: bool
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A check's outcome as classified (pytest's `makereport`)."""
+
+    status: Status
+    message: str = ""
+    problem: Problem = Problem.NONE
+
+
+def capture(check: Check, kernel: Kernel) -> CallInfo:
+    """Run one check and keep what happened; only a stop (KeyboardInterrupt, a stopping
+    signal) goes through."""
+    started = time.monotonic()
+    error: Exception | None = None
     try:
         check.run(kernel)
-    except CandidateOutcome as outcome:
-        return outcome.status, _one_line(outcome.message()), INTERFACE * outcome.interface
-    except GraderError:  # e.g. a replacement kernel that would not start: as it says
-        raise
-    except AssertionError as e:  # the check's own `assert` fails it, as in pytest
+    except Exception as e:
+        error = e
+    loose = bool(getattr(kernel.session, "loose", True))
+    return CallInfo(error, time.monotonic() - started, loose)
+
+
+def classify(info: CallInfo, check: Check, exercise: str = "") -> Verdict:
+    """Whose fault is what the check did (the rule in this module's docstring).
+
+    Raises:
+        GraderBug: the suite's fault.
+        GraderError: as raised (e.g. a replacement kernel that would not start).
+    """
+    e = info.error
+    if e is None:
+        return Verdict(Status.PASSED)
+    if isinstance(e, CandidateOutcome):
+        problem = Problem.INTERFACE if e.interface else Problem.NONE
+        return Verdict(e.status, _one_line(e.message()), problem)
+    if isinstance(e, GraderError):
+        raise e
+    if isinstance(e, AssertionError):  # the check's own `assert` fails it, as in pytest
         message = _suite_assertion(e, check)
         if message is None:
             raise GraderBug(exercise or "?", check.id, e) from e
-        return Status.FAILED, _one_line(message), ""
-    except Exception as e:
-        if isinstance(e, SHAPE_ERRORS) and getattr(kernel.session, "loose", True):
-            # a value of a kind the suite did not ask for: the interface's return type
-            message = _one_line(f"unexpected answer: {type(e).__name__}: {e}")
-            return Status.ERROR, message, INTERFACE
-        raise GraderBug(exercise or "?", check.id, e) from e
-    return Status.PASSED, "", ""
+        return Verdict(Status.FAILED, _one_line(message))
+    if isinstance(e, SHAPE_ERRORS) and info.loose:
+        # a value of a kind the suite did not ask for: the interface's return type
+        message = _one_line(f"unexpected answer: {type(e).__name__}: {e}")
+        return Verdict(Status.ERROR, message, Problem.INTERFACE)
+    raise GraderBug(exercise or "?", check.id, e) from e
+
+
+def run_check(check: Check, kernel: Kernel, limits: Limits, exercise: str = "") -> Verdict:
+    """Run one check and classify what happened (`capture`, then `classify`)."""
+    return classify(capture(check, kernel), check, exercise)
 
 
 def _suite_assertion(error: AssertionError, check: Check) -> str | None:
@@ -219,19 +256,20 @@ def _asserts(filename: str) -> tuple[tuple[int, int, str], ...]:
 
 
 def _result(
-    exercise: Exercise, check: Check, status: Status, message: str, problem: str = ""
+    exercise: Exercise, check: Check, verdict: Verdict, duration: float = 0.0
 ) -> CheckResult:
     return CheckResult(
         id=check.id,
         level=check.level,
         level_name=exercise.levels[check.level - 1],
-        status=status,
-        score=check.points if status == Status.PASSED else 0,
+        status=verdict.status,
+        score=check.points if verdict.status == Status.PASSED else 0,
         max_score=check.points,
-        message=message,
+        message=verdict.message,
         hidden=check.hidden,
         description=check.doc,
-        problem=problem,
+        problem=verdict.problem,
+        duration_s=round(duration, 4),
     )
 
 

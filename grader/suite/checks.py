@@ -6,7 +6,9 @@ Each helper raises `Failed` with one line, numbers included:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import contextvars
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,19 +45,26 @@ DEVICE_TOLERANCES: dict[str, dict[torch.dtype, Tolerance]] = {
     "cpu": {},
     "cuda": {torch.float32: Tolerance(rtol=1e-5, atol=1e-5)},
 }
-# Where the suite's calls run for the grading in progress (the grader sets it before the
-# suite runs: `set_device`); the tolerances follow it.
-_device = {"name": "cpu"}
+# Where the suite's calls run for the grading in progress; the tolerances follow it. A
+# context variable, set by the pipeline for the length of one grading (`on_device`), so no
+# grading leaves it set for the next.
+_device: contextvars.ContextVar[str] = contextvars.ContextVar("grader_device", default="cpu")
 
 
-def set_device(device: str) -> None:
-    """Compare at `device`'s tolerances from now on ("cpu", "cuda", "cuda:1": its kind)."""
-    _device["name"] = str(device).partition(":")[0] or "cpu"
+@contextlib.contextmanager
+def on_device(device: str) -> Iterator[None]:
+    """Compare at `device`'s tolerances ("cpu", "cuda", "cuda:1": its kind) inside the
+    block; the device before it is back after."""
+    token = _device.set(str(device).partition(":")[0] or "cpu")
+    try:
+        yield
+    finally:
+        _device.reset(token)
 
 
 def current_device() -> str:
-    """The device whose tolerances `tolerance` uses now ("cpu" unless set)."""
-    return _device["name"]
+    """The device whose tolerances `tolerance` uses now ("cpu" outside a grading)."""
+    return _device.get()
 
 
 def default_tolerance(dtype: torch.dtype, device: str | None = None) -> Tolerance:

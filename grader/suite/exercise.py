@@ -16,12 +16,15 @@ added to the built-in ones and replace those of the same name (`use_exercises`).
 
 from __future__ import annotations
 
+import ast
+import functools
+import hashlib
 import importlib
 import os
 import pkgutil
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -270,7 +273,7 @@ def _problem(error: BaseException) -> str:
 
 
 def find_exercise(
-    notebook: Notebook, catalog: dict[str, Exercise], name: str | None = None
+    notebook: Notebook, catalog: Mapping[str, Exercise], name: str | None = None
 ) -> Exercise:
     """The exercise to grade against: `name`, else the notebook's metadata, else its names.
 
@@ -301,3 +304,44 @@ def find_exercise(
         )
     ids = ", ".join(e.id for e in fits)
     raise ExerciseError(f"{notebook.path}: could be any of {ids}; pass --exercise NAME")
+
+
+def suite_hash(exercise: Exercise) -> str:
+    """sha256 of what decides an exercise's verdicts: the Python files of its folder and
+    the shared modules beside it (`_*.py`); "" for an exercise built in memory."""
+    if exercise.folder is None:
+        return ""
+    return folder_hash(exercise.folder)
+
+
+@functools.cache
+def folder_hash(folder: Path) -> str:
+    """`suite_hash` of the exercise in `folder`."""
+    digest = hashlib.sha256(sources_digest(folder, exact=True).encode())
+    for path in sorted(folder.parent.glob("_*.py")):
+        digest.update(f"{path.name}\0".encode() + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def sources_digest(folder: Path, exact: bool = False) -> str:
+    """A digest of the Python files under `folder` that make its catalog (names and code):
+    formatting and comments do not change it, nor does a corpus (its mutants are not in
+    the catalog), so formatting a suite or adding a corpus after `grade build` leaves the
+    index current. `exact`: of every Python file's bytes instead (the same on every
+    Python version: a report's suite_hash)."""
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*.py")):
+        if "__pycache__" in path.parts or (path.name == "corpus.py" and not exact):
+            continue
+        digest.update(f"{path.relative_to(folder).as_posix()}\0".encode())
+        digest.update((path.read_bytes() if exact else _code(path)) + b"\0")
+    return digest.hexdigest()
+
+
+def _code(path: Path) -> bytes:
+    """The file's syntax tree without positions (its bytes, if it does not parse)."""
+    text = path.read_bytes()
+    try:
+        return ast.dump(ast.parse(text)).encode()
+    except (SyntaxError, ValueError):
+        return text

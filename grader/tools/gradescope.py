@@ -277,8 +277,7 @@ def suite_hash_of(exercise: str, extra: Path | None = None) -> str:
     exercises, or `extra`'s); "" when it cannot be found."""
     try:
         from grader.run.catalog import catalog_rows
-        from grader.run.pipeline import folder_hash
-        from grader.suite.exercise import use_exercises
+        from grader.suite.exercise import folder_hash, use_exercises
 
         use_exercises(extra)
         folders = [row.folder for row in catalog_rows() if row.id == exercise and row.folder]

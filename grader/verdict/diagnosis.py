@@ -35,7 +35,7 @@ from pathlib import Path
 
 from grader.core.notebook import Notebook, defined_names
 from grader.core.outcomes import UNDEFINED_NAME, Status
-from grader.core.results import BLOCKED, INTERFACE, CellError, CheckResult, RootCause
+from grader.core.results import CellError, CheckResult, Problem, RootCause
 from grader.suite.exercise import Exercise
 
 HINTS_FILE = "hints.json"
@@ -49,7 +49,7 @@ def root_cause(
     notebook: Notebook, tests: list[CheckResult], errors: list[CellError]
 ) -> tuple[list[CheckResult], RootCause | None]:
     """Mark the tests that could not run because a cell failed (they need a name that only a
-    failed cell defines) as BLOCKED, and return them with the root cause: the first cell
+    failed cell defines) as Problem.BLOCKED, and return them with the root cause: the first cell
     that failed, its line, and how many tests it blocked. A later cell that failed with a
     NameError is taken as a consequence of an earlier one (its names were never defined
     because of it); a later cell that failed otherwise blocks its own tests."""
@@ -76,7 +76,7 @@ def root_cause(
     marked = []
     for test in tests:
         cell = blocker(test)
-        marked.append(replace(test, problem=BLOCKED, blocked_by=cell) if cell else test)
+        marked.append(replace(test, problem=Problem.BLOCKED, blocked_by=cell) if cell else test)
     count = sum(t.blocked_by == first.cell for t in marked)
     return marked, RootCause(
         first.cell, first.kind, first.message, first.line, _line(notebook, first), count
@@ -114,10 +114,10 @@ def hints(exercise: Exercise, tests: list[CheckResult], voided: bool = False) ->
     the known bugs whose failure pattern is the notebook's, then ("perhaps: ...") those
     whose pattern is near it. Interface failures count toward a known bug only where it
     fails those tests the same way (see the module docstring)."""
-    if voided or any(t.status in _EXPLAINED or t.problem == BLOCKED for t in tests):
+    if voided or any(t.status in _EXPLAINED or t.problem == Problem.BLOCKED for t in tests):
         return []
     failing = pattern(tests)
-    interface = {t.id for t in tests if t.problem == INTERFACE}
+    interface = {t.id for t in tests if t.problem == Problem.INTERFACE}
     same, alike, near = [], [], []
     for known, hint in known_bugs(exercise):
         explained = {i: m for i, m in failing.items() if i not in interface or known.get(i) == m}
@@ -142,7 +142,7 @@ def looks_like_another(
     """A headline naming the exercises of `catalog` the notebook looks like, when tests fail
     for the interface and the notebook defines another exercise's names
     (`Exercise.defines`) but not all of `exercise`'s; [] otherwise."""
-    if not any(t.problem == INTERFACE and t.status != Status.PASSED for t in tests):
+    if not any(t.problem == Problem.INTERFACE and t.status != Status.PASSED for t in tests):
         return []
     names = defined_names([source for _, source in notebook.code_cells])
     missing = [name for name in exercise.defines if name not in names]
