@@ -20,19 +20,19 @@ from grader.core.records import Finding, Kind
 from grader.core.results import CheckResult, GradeReport, Problem, RootCause
 from grader.core.text import encodable, printable, xml_safe
 
-_SEVERITY = ("hidden", "tamper", "builtin", "machinery", "environment", "note")
+_SEVERITY = (Kind.HIDDEN, Kind.TAMPER, Kind.BUILTIN, Kind.MACHINERY, Kind.ENVIRONMENT, Kind.NOTE)
 NOTES_TITLE = "Integrity notes (what the notebook did; no points taken)"
 
 _STYLE = {
-    "passed": "green",
-    "failed": "red",
-    "error": "red",
-    "timeout": "yellow",
-    "crashed": "magenta",
-    "not_implemented": "dim",
-    "skipped": "dim",
+    Status.PASSED: "green",
+    Status.FAILED: "red",
+    Status.ERROR: "red",
+    Status.TIMEOUT: "yellow",
+    Status.CRASHED: "magenta",
+    Status.NOT_IMPLEMENTED: "dim",
+    Status.SKIPPED: "dim",
 }
-_LABEL = {"not_implemented": "not implemented"}
+_LABEL = {Status.NOT_IMPLEMENTED: "not implemented"}
 
 
 def _points(value: float) -> str:
@@ -233,7 +233,7 @@ class Row:
     levels: str  # "3", or "1-8" for a group
     title: str  # "attention_shapes (public)", or "15 tests" / "15 tests need X" (a group)
     detail: str  # the test's description, or the group's first names ("a, b, c +12 more")
-    status: str
+    status: Status
     verdict: str  # CheckResult.verdict
     message: str  # without the verdict repeated
     public: int  # how many of its tests are public
@@ -351,9 +351,9 @@ def junit_suite(report: GradeReport) -> ET.Element:
         "testsuite",
         name=xml_safe(report.exercise),
         tests=str(len(report.tests)),
-        failures=str(counts["failed"] + counts["not_implemented"]),
-        errors=str(counts["error"] + counts["timeout"] + counts["crashed"]),
-        skipped=str(counts["skipped"]),
+        failures=str(counts[Status.FAILED] + counts[Status.NOT_IMPLEMENTED]),
+        errors=str(counts[Status.ERROR] + counts[Status.TIMEOUT] + counts[Status.CRASHED]),
+        skipped=str(counts[Status.SKIPPED]),
         time=f"{report.duration_s:.3f}",
     )
     properties = ET.SubElement(suite, "properties")

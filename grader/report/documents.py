@@ -22,6 +22,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from grader.core.outcomes import Status
 from grader.core.results import Outcome
 from grader.core.text import printable, xml_safe
 from grader.report.card import encodable_data, junit_suite
@@ -92,7 +93,7 @@ def gradebook_row(outcome: Outcome) -> GradebookRow:
     cells = (
         notebook, report.exercise, f"{report.score:g}", f"{report.max_score:g}",
         str(report.level_reached), report.level_reached_name, f"{report.duration_s:.3f}", "",
-        str(sum(t.status != "passed" for t in report.tests)), report.grader_version,
+        str(sum(t.status != Status.PASSED for t in report.tests)), report.grader_version,
         report.suite_hash, report.torch_version, report.python_version,
     )  # fmt: skip
     scores = tuple((printable(t.id), f"{t.score:g}") for t in report.tests)

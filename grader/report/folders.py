@@ -23,6 +23,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import grader
+from grader.core.outcomes import Status
 from grader.core.results import GradeReport, Outcome
 from grader.core.text import encodable, printable
 from grader.report.card import encodable_data, likely_bug, to_gradescope, to_html
@@ -245,7 +246,7 @@ def _index_row(outcome: Outcome, slug: str, with_notebook: bool) -> str:
         html.escape(printable(_reached(report))),
         f"{report.duration_s:.1f} s",
         html.escape(printable(report.exercise)),
-        "<br>".join(html.escape(printable(line)) for line in trouble(report)),
+        "<br>".join(html.escape(printable(line)) for line in index_trouble(report)),
     ]
     return _row("full" if report.full_marks else "lost", cells)
 
@@ -265,7 +266,7 @@ def _reached(report: GradeReport) -> str:
     return f"{report.level_reached} ({report.level_reached_name})"
 
 
-def trouble(report: GradeReport) -> list[str]:
+def index_trouble(report: GradeReport) -> list[str]:
     """What went wrong, in at most two lines: what to read first (no credit, the likely
     bug, or a missing package), then the tests not passed (the first few, when no likely
     bug explains them) and the cells that failed. The rest is on the notebook's page."""
@@ -278,7 +279,7 @@ def trouble(report: GradeReport) -> list[str]:
         others = len(report.headlines) - 1
         lines.append(report.headlines[0] + (f" (+{others} more)" if others else ""))
     parts = []
-    failed = [t for t in report.tests if t.status != "passed"]
+    failed = [t for t in report.tests if t.status != Status.PASSED]
     if failed:
         shown = "" if report.hints else ": " + ", ".join(t.id for t in failed[:3])
         more = ", ..." if shown and len(failed) > 3 else ""

@@ -14,6 +14,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from grader.core.outcomes import Status
 from grader.core.results import Outcome
 from grader.core.text import printable
 from grader.report.card import likely_bug
@@ -95,7 +96,7 @@ def _score(outcome: Outcome) -> str:
     return f"{report.score:g}/{report.max_score:g}"
 
 
-def trouble(outcome: Outcome) -> str:
+def row_trouble(outcome: Outcome) -> str:
     """What went wrong with one notebook, in a line ("" for full marks): why it could not
     be graded, no credit, the likely bug, what to read first, the first cell that failed,
     or how many tests did not pass and the first one's verdict (its message is on the
@@ -105,7 +106,7 @@ def trouble(outcome: Outcome) -> str:
         return outcome.error.removeprefix(f"{outcome.notebook}: ")
     if any(f.voids for f in report.integrity):
         return "no credit: the notebook reached for the grader itself"
-    missed = [t for t in report.tests if t.status != "passed"]
+    missed = [t for t in report.tests if t.status != Status.PASSED]
     if report.hints:
         return f"{len(missed)} not passed; likely bug: {likely_bug(report)}"
     if report.headlines:
@@ -154,7 +155,7 @@ def render_summary(outcomes: list[Outcome], console: Console, seconds: float) ->
         report = outcome.report
         style = "green" if outcome.exit_code == 0 else "red" if outcome.exit_code >= 2 else ""
         notebook: list[RenderableType] = [Text(printable(outcome.notebook))]
-        why = printable(trouble(outcome))
+        why = printable(row_trouble(outcome))
         if why:
             notebook.append(Padding(Clipped(Text(why, style="dim")), (0, 0, 0, 2)))
         table.add_row(

@@ -78,11 +78,11 @@ import re
 
 from grader.suite.scan.cells import CellSource, _read_cells
 from grader.suite.scan.cells import _parse as _parse
-from grader.suite.scan.findings import Finding, ScanResult
+from grader.suite.scan.findings import ScanResult, SourceFinding
 from grader.suite.scan.rules import _CHECK_NAME as _CHECK_NAME
 from grader.suite.scan.visitor import _Reader
 
-__all__ = ["CellSource", "Finding", "ScanResult", "scan", "scan_cells"]
+__all__ = ["CellSource", "SourceFinding", "ScanResult", "scan", "scan_cells"]
 
 
 def scan(sources: list[str], forbidden: tuple[str, ...], private: str = "") -> list[str]:

@@ -1,4 +1,4 @@
-"""What a pass records and the verdict: ``Finding`` and ``ScanResult``, and ``_Recorder``,
+"""What a pass records and the verdict: ``SourceFinding`` and ``ScanResult``, and ``_Recorder``,
 which notes each path the code reaches (machinery, or a built-in reference with the notebook
 function or class it sits in), the uses, calls and writes that decide which top-level
 functions are check code, and at the end turns all of it into the ordered findings.
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class Finding:
+class SourceFinding:
     """One thing the scan saw, located by cell and line: `cell` is the notebook's cell number
     (all cells count, from 1, as on the card) where the sources scanned knew it
     (`CellSource`, `in_notebook`), else the place among the sources (code cells, from 1)."""
@@ -42,16 +42,16 @@ class ScanResult:
     and `notes`, the machinery and magics (shown on the card, never a penalty: what the
     graded calls did is judged at run time)."""
 
-    references: tuple[Finding, ...]
-    findings: tuple[Finding, ...]
-    builtins: tuple[Finding, ...] = ()
-    notes: tuple[Finding, ...] = ()
+    references: tuple[SourceFinding, ...]
+    findings: tuple[SourceFinding, ...]
+    builtins: tuple[SourceFinding, ...] = ()
+    notes: tuple[SourceFinding, ...] = ()
 
     def numbered(self, numbers: list[int]) -> ScanResult:
         """This result with each finding's cell, a place among the sources (from 1), made
         the notebook's number of that cell (`numbers`, in the sources' order)."""
 
-        def renumber(findings: tuple[Finding, ...]) -> tuple[Finding, ...]:
+        def renumber(findings: tuple[SourceFinding, ...]) -> tuple[SourceFinding, ...]:
             return tuple(replace(f, cell=numbers[f.cell - 1], in_notebook=True) for f in findings)
 
         return ScanResult(
@@ -73,8 +73,8 @@ class _Recorder(_Bindings):
         self.private = private
         self._builtins: dict[str, str | None] = {}
         # what one pass records (`begin` empties it)
-        self.refs: list[tuple[Finding, str | None]] = []  # (reference, top-level owner)
-        self.flags: list[Finding] = []  # machinery and magics
+        self.refs: list[tuple[SourceFinding, str | None]] = []  # (reference, top-level owner)
+        self.flags: list[SourceFinding] = []  # machinery and magics
         self.uses: list[tuple[str, str, str]] = []  # (module name, top owner, qualname)
         self.loads: dict[str | None, set[str]] = {}  # module names each top owner reads
         self.calls: dict[str, list[tuple[bool, str | None]]] = {}  # def -> (bare call?, owner)
@@ -101,7 +101,7 @@ class _Recorder(_Bindings):
         refs, findings = [], []
         for ref, owner in self.refs:
             if owner is None or owner in check:
-                ref = Finding(ref.cell, ref.line, ref.message)
+                ref = SourceFinding(ref.cell, ref.line, ref.message)
             refs.append(ref)
             if ref.inside is not None:
                 findings.append(ref)
@@ -114,7 +114,7 @@ class _Recorder(_Bindings):
                 if builtin:
                     whose = "" if builtin.startswith("torch.") else "torch's "
                     message = f"binds {name} to {whose}{builtin}, which {qualname} uses"
-                    findings.append(Finding(cell, line, message))
+                    findings.append(SourceFinding(cell, line, message))
         builtins, notes = _ordered(findings), _ordered(self.flags)
         return ScanResult(_ordered(refs), _ordered([*self.flags, *findings]), builtins, notes)
 
@@ -149,7 +149,7 @@ class _Recorder(_Bindings):
             owner = self.owners[0] if self.owners else None
             inside = self.owners[-1] if self.owners else None
             message = f"uses {builtin}{named}{private}"
-            self.refs.append((Finding(*place[:2], message, inside), owner))
+            self.refs.append((SourceFinding(*place[:2], message, inside), owner))
 
     def _builtin(self, path: str) -> str | None:
         """The forbidden built-in ('MultiheadAttention') or private torch name
@@ -180,9 +180,9 @@ class _Recorder(_Bindings):
     def flag(self, node: ast.AST, message: str) -> None:
         if self.emit:
             inside = self.owners[-1] if self.owners else None
-            self.flags.append(Finding(self.cell, self._line(node), message, inside))
+            self.flags.append(SourceFinding(self.cell, self._line(node), message, inside))
 
 
-def _ordered(findings: list[Finding]) -> tuple[Finding, ...]:
+def _ordered(findings: list[SourceFinding]) -> tuple[SourceFinding, ...]:
     unique = {str(f): f for f in reversed(findings)}  # keeps the first of each message
     return tuple(sorted(unique.values(), key=lambda f: (f.cell, f.line)))
