@@ -14,7 +14,8 @@ import nbformat
 import pytest
 
 from grader.suite.exercise import load_catalog
-from tests.helpers import ROOT, SCAFFOLDS, SOLUTIONS, grade_many
+from tests.cohort import Cohort
+from tests.helpers import ROOT, SCAFFOLDS, SOLUTIONS
 
 pytestmark = pytest.mark.kernel
 
@@ -82,14 +83,21 @@ def _notebooks() -> dict[str, nbformat.NotebookNode]:
     return made
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("cards")
-    paths = {}
+COHORT = Cohort("card")
+
+
+@COHORT.notebooks
+def _written(folder: Path) -> dict[str, Path]:
+    paths = {"solution": SOLUTIONS / "mha_module.ipynb"}
     for name, nb in _notebooks().items():
         paths[name] = folder / f"{name}.ipynb"
         nbformat.write(nb, paths[name])
-    return {name: g.report for name, g in grade_many(paths).items()}
+    return paths
+
+
+@pytest.fixture
+def graded(cohort):
+    return {name: g.report for name, g in cohort["card"].items()}
 
 
 def test_a_failed_import_is_the_root_cause_and_blocks_every_test(graded):
@@ -136,10 +144,8 @@ def test_interface_problems_are_labelled_apart_from_wrong_answers(graded, case):
     assert any(expected in t["message"] for t in interface), interface
 
 
-def test_the_solution_has_no_interface_problem_nor_hint():
-    from tests.helpers import grade
-
-    report = grade(SOLUTIONS / "mha_module.ipynb").report
+def test_the_solution_has_no_interface_problem_nor_hint(graded):
+    report = graded["solution"]
     assert report["hints"] == [] and report["root_cause"] is None
     assert {t["problem"] for t in report["tests"]} == {""}
 

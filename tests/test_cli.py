@@ -23,6 +23,7 @@ from grader.run.profile import render_profile, run_profile
 from grader.suite.exercise import Exercise, load_catalog
 from grader.suite.handle import Kernel
 from grader.tools.hints import hints_document
+from tests.cohort import Cohort
 from tests.exercise_packages import (
     BROKEN,
     BROKEN_PROBLEMS,
@@ -220,24 +221,40 @@ def test_console_script_grades_and_writes_junit_and_gradescope_results(tmp_path)
     assert {t["status"] for t in results["tests"]} == {"passed"}
 
 
-@pytest.mark.kernel
-def test_exercise_flag_overrides_metadata(tmp_path):
+COHORT = Cohort("cli")
+
+
+@COHORT.notebooks
+def _notebooks(folder: Path) -> dict[str, Path]:
+    made = {}
     nb = nbformat.read(SOLUTIONS / "mha_interview.ipynb", as_version=4)
     nb.metadata["grader"] = {"exercise": "something_else"}
-    path = tmp_path / "renamed.ipynb"
-    nbformat.write(nb, path)
-    assert grade(path).returncode == 2
+    made["renamed"] = nb
+    nb = nbformat.read(SOLUTIONS / "mha_interview.ipynb", as_version=4)
+    del nb.metadata["grader"]
+    made["anonymous"] = nb
+    nb = nbformat.read(SOLUTIONS / "mha_interview.ipynb", as_version=4)
+    first = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
+    nb.cells.insert(first, nbformat.v4.new_code_cell("import not_a_real_package_xyz"))
+    made["imports_missing"] = nb
+    paths = {}
+    for name, notebook in made.items():
+        paths[name] = folder / f"{name}.ipynb"
+        nbformat.write(notebook, paths[name])
+    return paths
+
+
+@pytest.mark.kernel
+def test_exercise_flag_overrides_metadata(cohort):
+    path = Path(json.loads(cohort["cli"]["renamed"].stdout)["notebook"])
+    assert cohort["cli"]["renamed"].returncode == 2
     graded = grade(path, "--exercise", "mha_interview")
     assert graded.returncode == 0 and graded.report["exercise"] == "mha_interview"
 
 
 @pytest.mark.kernel
-def test_notebook_without_metadata_is_matched_by_its_names(tmp_path):
-    nb = nbformat.read(SOLUTIONS / "mha_interview.ipynb", as_version=4)
-    del nb.metadata["grader"]
-    path = tmp_path / "anonymous.ipynb"
-    nbformat.write(nb, path)
-    graded = grade(path)
+def test_notebook_without_metadata_is_matched_by_its_names(cohort):
+    graded = cohort["cli"]["anonymous"]
     assert graded.returncode == 0 and graded.report["exercise"] == "mha_interview"
 
 
@@ -256,13 +273,10 @@ def test_a_broken_exercise_stops_only_its_own_notebooks(tmp_path, capsys, broken
 
 
 @pytest.mark.kernel
-def test_a_missing_package_is_headlined_once(tmp_path):
-    nb = nbformat.read(SOLUTIONS / "mha_interview.ipynb", as_version=4)
-    first = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
-    nb.cells.insert(first, nbformat.v4.new_code_cell("import not_a_real_package_xyz"))
-    path = tmp_path / "imports_missing.ipynb"
-    nbformat.write(nb, path)
-    graded = grade(path)
+def test_a_missing_package_is_headlined_once(cohort):
+    graded = cohort["cli"]["imports_missing"]
+    solution = nbformat.read(SOLUTIONS / "mha_interview.ipynb", as_version=4)
+    first = next(i for i, c in enumerate(solution.cells) if c.cell_type == "code")
     report = graded.report
     assert report["headlines"] == [
         f"cell {first + 1}: `not_a_real_package_xyz` is not available in the grading environment"

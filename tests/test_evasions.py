@@ -28,21 +28,20 @@ from __future__ import annotations
 import base64
 import os
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from tests.helpers import SOLUTIONS, grade
+from tests.cohort import Cohort
+from tests.helpers import SOLUTIONS, grade_many
 
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 
 SOLUTION = SOLUTIONS / "mha_interview.ipynb"
 SCRATCH_LEVEL = "from scratch"
 FLAGS: tuple[str, ...] = ()  # the default time limits: other kernels may share the machine
-WORKERS = 2
 
 FAILS_FROM_SCRATCH = "fails from scratch"
 INTEGRITY = "integrity finding"
@@ -1174,9 +1173,8 @@ def assert_fair(report: dict, case: Evasion) -> None:
 
 
 def grade_all(cases: list[Evasion], folder: Path) -> dict:
-    with ThreadPoolExecutor(WORKERS) as pool:
-        futures = {c.name: pool.submit(grade, build(c, folder), *FLAGS) for c in cases}
-        return {name: future.result() for name, future in futures.items()}
+    """Every case graded in one batch, as the test run grades them (tests/cohort.py)."""
+    return grade_many({c.name: build(c, folder) for c in cases}, *FLAGS)
 
 
 def selected(names: list[str]) -> list[Evasion]:
@@ -1190,10 +1188,18 @@ def selected(names: list[str]) -> list[Evasion]:
 ONLY = [n for n in os.environ.get("EVASIONS_ONLY", "").split(",") if n]
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("evasions")
-    return grade_all(selected(ONLY), folder), grade(SOLUTION, *FLAGS)
+COHORT = Cohort("evasions")  # FLAGS are the defaults: graded in the run's one batch
+
+
+@COHORT.notebooks
+def _cases(folder: Path) -> dict[str, Path]:
+    return {"reference": SOLUTION, **{c.name: build(c, folder) for c in selected(ONLY)}}
+
+
+@pytest.fixture
+def graded(cohort):
+    cases = dict(cohort["evasions"])
+    return cases, cases.pop("reference")
 
 
 def test_corpus_covers_every_family():

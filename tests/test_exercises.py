@@ -13,6 +13,7 @@ import pytest
 
 from grader.suite.corpus import Mutant, Variant, apply, load_corpus
 from grader.suite.exercise import load_catalog
+from tests.cohort import Cohort
 from tests.helpers import (
     SCAFFOLDS,
     SOLUTIONS,
@@ -20,8 +21,6 @@ from tests.helpers import (
     assert_first_fails_at,
     assert_full_marks,
     assert_nothing_implemented,
-    grade,
-    grade_many,
 )
 
 CATALOG = load_catalog()
@@ -35,24 +34,29 @@ def _id(case: tuple[str, Mutant | Variant]) -> str:
     return f"{case[0]}-{case[1].name}"
 
 
-@pytest.fixture(scope="module")
-def graded_corpus(tmp_path_factory):
-    """Grade an exercise's whole corpus the first time one of its entries is asked for."""
-    graded: dict[str, dict[str, Graded]] = {}
+COHORT = Cohort("exercises")
 
-    def get(exercise: str) -> dict[str, Graded]:
-        if exercise not in graded:
-            folder = tmp_path_factory.mktemp(f"{exercise}_corpus")
-            solution = nbformat.read(SOLUTIONS / f"{exercise}.ipynb", as_version=4)
-            corpus = CORPORA[exercise]
-            paths: dict[str, Path] = {}
-            for change in [*corpus.mutants, *corpus.variants]:
-                paths[change.name] = folder / f"{change.name}.ipynb"
-                nbformat.write(apply(solution, change), paths[change.name])
-            graded[exercise] = grade_many(paths)
-        return graded[exercise]
 
-    return get
+@COHORT.notebooks
+def _solutions_scaffolds_and_corpora(folder: Path) -> dict[str, Path]:
+    """Every solution and scaffold, and every entry of every corpus (graded in the test
+    run's one batch: see tests/cohort.py)."""
+    paths: dict[str, Path] = {}
+    for exercise in EXERCISES:
+        paths[f"{exercise}/solution"] = SOLUTIONS / f"{exercise}.ipynb"
+        paths[f"{exercise}/scaffold"] = SCAFFOLDS / f"{exercise}.ipynb"
+        solution = nbformat.read(SOLUTIONS / f"{exercise}.ipynb", as_version=4)
+        corpus = CORPORA[exercise]
+        for change in [*corpus.mutants, *corpus.variants]:
+            path = folder / f"{exercise}__{change.name}.ipynb"
+            nbformat.write(apply(solution, change), path)
+            paths[f"{exercise}/{change.name}"] = path
+    return paths
+
+
+@pytest.fixture
+def graded(cohort) -> dict[str, Graded]:
+    return cohort["exercises"]
 
 
 def test_the_catalog_holds_every_exercise_with_a_solution_and_a_scaffold():
@@ -76,15 +80,15 @@ def test_corpus_is_big_enough_and_applies_to_the_solution(exercise):
 
 @pytest.mark.kernel
 @pytest.mark.parametrize("exercise", EXERCISES)
-def test_solution_earns_full_marks(exercise):
-    report = assert_full_marks(grade(SOLUTIONS / f"{exercise}.ipynb"))
+def test_solution_earns_full_marks(graded, exercise):
+    report = assert_full_marks(graded[f"{exercise}/solution"])
     assert report["hints"] == [] and report["root_cause"] is None
 
 
 @pytest.mark.kernel
 @pytest.mark.parametrize("exercise", EXERCISES)
-def test_scaffold_earns_nothing_and_every_test_is_not_implemented(exercise):
-    report = assert_nothing_implemented(grade(SCAFFOLDS / f"{exercise}.ipynb"))
+def test_scaffold_earns_nothing_and_every_test_is_not_implemented(graded, exercise):
+    report = assert_nothing_implemented(graded[f"{exercise}/scaffold"])
     defined = set(CATALOG[exercise].defines)
     for test in report["tests"]:
         stub = test["message"].removeprefix("not implemented: ").split(".")[0]
@@ -94,10 +98,9 @@ def test_scaffold_earns_nothing_and_every_test_is_not_implemented(exercise):
 @pytest.mark.kernel
 @pytest.mark.slow
 @pytest.mark.parametrize("case", MUTANTS, ids=_id)
-def test_mutant_loses_points_at_the_expected_level(graded_corpus, case):
+def test_mutant_loses_points_at_the_expected_level(graded, case):
     exercise, mutant = case
-    graded = graded_corpus(exercise)[mutant.name]
-    report = assert_first_fails_at(graded, mutant)
+    report = assert_first_fails_at(graded[f"{exercise}/{mutant.name}"], mutant)
     # One bug in the candidate's code may fail the notebook's own self-check (its last
     # code cell), never a cell that defines that code.
     last = _last_code_cell(exercise)
@@ -110,11 +113,11 @@ def test_mutant_loses_points_at_the_expected_level(graded_corpus, case):
 @pytest.mark.kernel
 @pytest.mark.slow
 @pytest.mark.parametrize("case", VARIANTS, ids=_id)
-def test_correct_variant_earns_full_marks(graded_corpus, case):
+def test_correct_variant_earns_full_marks(graded, case):
     exercise, variant = case
-    graded = graded_corpus(exercise)[variant.name]
-    report = graded.report
-    assert graded.returncode == 0, [t for t in report["tests"] if t["status"] != "passed"]
+    entry = graded[f"{exercise}/{variant.name}"]
+    report = entry.report
+    assert entry.returncode == 0, [t for t in report["tests"] if t["status"] != "passed"]
     assert report["score"] == report["max_score"]
     assert report["hints"] == []
 

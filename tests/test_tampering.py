@@ -6,7 +6,8 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from tests.helpers import SOLUTIONS, grade, notebook_with
+from tests.cohort import Cohort
+from tests.helpers import SOLUTIONS, notebook_with
 
 pytestmark = pytest.mark.kernel
 
@@ -35,21 +36,34 @@ WRONG_FORWARD = (
 )
 
 
-def _tampered(tmp_path, extra_cells):
+def _tampered(tmp_path, extra_cells, name="tampered"):
     nb = notebook_with(*extra_cells, exercise="mha_interview")
     solution = nbformat.read(SOLUTION, as_version=4)
     for cell in solution.cells:
         if cell.cell_type == "code" and WRONG_FORWARD[0] in cell.source:
             cell.source = cell.source.replace(*WRONG_FORWARD)
     nb.cells = [c for c in solution.cells if c.cell_type == "code"][:-1] + nb.cells
-    path = tmp_path / "tampered.ipynb"
+    path = tmp_path / f"{name}.ipynb"
     nbformat.write(nb, path)
     return path
 
 
-def test_overriding_comparisons_and_assertions_earns_no_extra_credit(tmp_path):
-    baseline = grade(_tampered(tmp_path, ["pass"])).report
-    tampered = grade(_tampered(tmp_path, [TAMPERING])).report
+FAKE = 'print(\'{"score": 53, "max_score": 53}\')\nprint("All hidden tests passed: 53/53")'
+COHORT = Cohort("tampering")
+
+
+@COHORT.notebooks
+def _notebooks(folder):
+    return {
+        "baseline": _tampered(folder, ["pass"], "baseline"),
+        "tampered": _tampered(folder, [TAMPERING], "tampered"),
+        "fake": _tampered(folder, [FAKE], "fake"),
+    }
+
+
+def test_overriding_comparisons_and_assertions_earns_no_extra_credit(cohort):
+    baseline = cohort["tampering"]["baseline"].report
+    tampered = cohort["tampering"]["tampered"].report
     # No extra credit; rebinding builtins is also machinery, which costs the source scan.
     assert tampered["score"] <= baseline["score"] < baseline["max_score"] / 2
     statuses = {t["id"]: t["status"] for t in tampered["tests"]}
@@ -57,8 +71,7 @@ def test_overriding_comparisons_and_assertions_earns_no_extra_credit(tmp_path):
     assert statuses["parity_without_mask"] == "failed"
 
 
-def test_printing_a_fake_result_changes_nothing(tmp_path):
-    fake = 'print(\'{"score": 53, "max_score": 53}\')\nprint("All hidden tests passed: 53/53")'
-    graded = grade(_tampered(tmp_path, [fake]))
+def test_printing_a_fake_result_changes_nothing(cohort):
+    graded = cohort["tampering"]["fake"]
     assert graded.returncode == 1
     assert graded.report["score"] < graded.report["max_score"] / 2

@@ -11,7 +11,8 @@ import torch
 from grader.suite import checks
 from grader.suite.checks import Failed
 from grader.suite.corpus import Mutant, apply
-from tests.helpers import SOLUTIONS, assert_full_marks, grade, notebook_with
+from tests.cohort import Cohort
+from tests.helpers import SOLUTIONS, assert_full_marks, notebook_with
 
 # -- the tolerance table ----------------------------------------------------------------
 
@@ -163,18 +164,13 @@ SEED_001_FUNCTION = """def multi_head_attention(q, k, v, num_heads, d_model, mas
 """
 
 
-@pytest.mark.kernel
-def test_seed_001_with_its_reshape_fixed_earns_full_marks(tmp_path):
-    """It scored 44/58 when float64 parity was checked at atol 1e-10, and lost the source
-    scan because its own helper is named scaled_dot_product_attention."""
-    path = tmp_path / "seed_001.ipynb"
-    nbformat.write(notebook_with(SEED_001_HELPER, SEED_001_FUNCTION, exercise="mha_parity"), path)
-    report = assert_full_marks(grade(path))
-    assert report["integrity"] == []
+COHORT = Cohort("tolerances")
 
 
-@pytest.mark.kernel
-def test_float32_softmax_in_a_float64_call_earns_full_marks(tmp_path):
+@COHORT.notebooks
+def _notebooks(folder):
+    seed = folder / "seed_001.ipynb"
+    nbformat.write(notebook_with(SEED_001_HELPER, SEED_001_FUNCTION, exercise="mha_parity"), seed)
     line = "torch.softmax(logits.masked_fill(blocked, 0.0), dim=-1)"
     in_float32 = Mutant(
         "float32_softmax",
@@ -182,8 +178,21 @@ def test_float32_softmax_in_a_float64_call_earns_full_marks(tmp_path):
         "torch.softmax(logits.masked_fill(blocked, 0.0).float(), dim=-1).to(logits.dtype)",
         level="",
     )
-    path = tmp_path / "float32_softmax.ipynb"
+    softmax = folder / "float32_softmax.ipynb"
     nbformat.write(
-        apply(nbformat.read(SOLUTIONS / "mha_interview.ipynb", as_version=4), in_float32), path
+        apply(nbformat.read(SOLUTIONS / "mha_interview.ipynb", as_version=4), in_float32), softmax
     )
-    assert_full_marks(grade(path))
+    return {"seed_001": seed, "float32_softmax": softmax}
+
+
+@pytest.mark.kernel
+def test_seed_001_with_its_reshape_fixed_earns_full_marks(cohort):
+    """It scored 44/58 when float64 parity was checked at atol 1e-10, and lost the source
+    scan because its own helper is named scaled_dot_product_attention."""
+    report = assert_full_marks(cohort["tolerances"]["seed_001"])
+    assert report["integrity"] == []
+
+
+@pytest.mark.kernel
+def test_float32_softmax_in_a_float64_call_earns_full_marks(cohort):
+    assert_full_marks(cohort["tolerances"]["float32_softmax"])
