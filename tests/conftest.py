@@ -1,4 +1,6 @@
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -6,24 +8,54 @@ import pytest
 # Tests grade through subprocesses; make sure they import this checkout's grader.
 os.environ.setdefault("PYTHONPATH", os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+_COHORT = pytest.StashKey[dict]()
 
-@pytest.fixture(scope="session")
-def cohort(request, tmp_path_factory):
-    """Every notebook the collected test modules declared (tests/cohort.py), graded in one
-    batch: {key: {name: Graded}}."""
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session, config, items):
+    """The tests that read the cohort (tests/cohort.py) run last: its batch grades in the
+    background meanwhile."""
+    items.sort(key=lambda item: "cohort" in item.fixturenames)
+
+
+def pytest_collection_finish(session):
+    """Start the cohort's one batch as soon as the run's tests are known: the notebooks of
+    every collected module whose tests read it."""
     from tests.cohort import MEMBERS
-    from tests.helpers import grade_many
+    from tests.helpers import Batch
 
-    modules = {item.module for item in request.session.items if "cohort" in item.fixturenames}
+    modules = {item.module for item in session.items if "cohort" in item.fixturenames}
     wanted = [c for c in MEMBERS.values() if any(vars(m).get("COHORT") is c for m in modules)]
+    if not wanted:
+        return
+    root = Path(tempfile.mkdtemp(prefix="cohort-"))
     names: dict[Path, list[tuple[str, str]]] = {}  # a file two modules need is graded once
     for member in wanted:
-        folder = tmp_path_factory.mktemp(f"cohort-{member.key}")
+        folder = root / member.key
+        folder.mkdir()
         for name, path in member.build(folder).items():
             names.setdefault(path.resolve(), []).append((member.key, name))
-    graded = grade_many({str(path): path for path in names}) if names else {}
-    result: dict[str, dict] = {member.key: {} for member in wanted}
+    batch = Batch({str(path): path for path in names})
+    session.config.stash[_COHORT] = {"root": root, "names": names, "batch": batch, "keys": wanted}
+
+
+def pytest_unconfigure(config):
+    state = config.stash.get(_COHORT, None)
+    if state is not None:
+        if state["batch"].process.poll() is None:
+            state["batch"].process.kill()
+            state["batch"].process.wait()
+        shutil.rmtree(state["root"], ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def cohort(request):
+    """Every notebook the collected test modules declared (tests/cohort.py), graded in one
+    batch started when collection finished: {key: {name: Graded}}."""
+    state = request.config.stash[_COHORT]
+    graded = state["batch"].result()
+    result: dict[str, dict] = {member.key: {} for member in state["keys"]}
     for path, entry in graded.items():
-        for key, name in names[Path(path)]:
+        for key, name in state["names"][Path(path)]:
             result[key][name] = entry
     return result

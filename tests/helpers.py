@@ -56,19 +56,44 @@ def grade(notebook: Path, *args: str, timeout: float = 600) -> Graded:
 def grade_many(notebooks: dict[str, Path], *args: str, timeout: float = 3600) -> dict[str, Graded]:
     """Grade several notebooks in one batch (`grade PATH... --json -j WORKERS`), each as
     if graded alone: its exit code, its JSON object, and the batch's stderr."""
-    paths = {str(path.resolve()): name for name, path in notebooks.items()}
-    command = [sys.executable, "-m", "grader.cli", *paths, "--json", "-j", str(WORKERS), *args]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    assert done.returncode in (0, 1, 2, 3), done.stderr
-    graded = {}
-    for entry in json.loads(done.stdout):
-        if "error" in entry:
-            code = entry["exit_code"]
-        else:
-            code = 0 if entry["max_score"] > 0 and entry["score"] >= entry["max_score"] else 1
-        graded[paths[entry["notebook"]]] = Graded(code, json.dumps(entry), done.stderr)
-    assert sorted(graded) == sorted(notebooks), done.stderr
-    return graded
+    return Batch(notebooks, *args).result(timeout)
+
+
+class Batch:
+    """A `grade PATH... --json -j WORKERS` batch started now, in the background; `result`
+    waits for it."""
+
+    def __init__(self, notebooks: dict[str, Path], *args: str) -> None:
+        self.paths = {str(path.resolve()): name for name, path in notebooks.items()}
+        command = [sys.executable, "-m", "grader.cli", *self.paths, "--json"]
+        # files, not pipes: a batch's JSON outgrows a pipe's buffer (`result` closes them)
+        self.out = tempfile.TemporaryFile()  # noqa: SIM115
+        self.err = tempfile.TemporaryFile()  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [*command, "-j", str(WORKERS), *args], stdout=self.out, stderr=self.err
+        )
+
+    def result(self, timeout: float = 3600) -> dict[str, Graded]:
+        try:
+            code = self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise
+        with self.out, self.err:
+            self.out.seek(0)
+            self.err.seek(0)
+            stdout, stderr = self.out.read().decode(), self.err.read().decode()
+        assert code in (0, 1, 2, 3), stderr
+        graded = {}
+        for entry in json.loads(stdout):
+            if "error" in entry:
+                code = entry["exit_code"]
+            else:
+                code = 0 if entry["max_score"] > 0 and entry["score"] >= entry["max_score"] else 1
+            graded[self.paths[entry["notebook"]]] = Graded(code, json.dumps(entry), stderr)
+        assert sorted(graded) == sorted(self.paths.values()), stderr
+        return graded
 
 
 def notebook_with(*sources: str, exercise: str | None = None) -> nbformat.NotebookNode:

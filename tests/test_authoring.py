@@ -19,8 +19,6 @@ from grader.suite.corpus import apply
 from grader.tools.new import skeleton
 from tests.helpers import ROOT, Graded, assert_full_marks
 
-pytestmark = pytest.mark.kernel
-
 _BLOCK = re.compile(r"^( *)```python\n(.*?)^\1```", re.MULTILINE | re.DOTALL)
 
 
@@ -76,6 +74,7 @@ def test_the_readme_shows_what_grade_new_writes():
     assert shown["solutions/softmax_rows.ipynb"] == cells[1].source + "\n"
 
 
+@pytest.mark.kernel
 def test_grade_new_writes_files_that_build_and_format_clean(project):
     checked = run("build", "--check", "--root", str(project), cwd=project)
     assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -119,6 +118,7 @@ def test_formatting_a_suite_or_adding_a_corpus_keeps_the_index_current(tmp_path)
     assert sources_digest(tmp_path) != before
 
 
+@pytest.mark.kernel
 def test_grade_list_shows_the_new_exercise_and_where_it_came_from(project):
     listed = run("list", "--json", "--exercises", str(project / "exercises"), cwd=project)
     rows = {row["id"]: row for row in json.loads(listed.stdout)}
@@ -129,6 +129,7 @@ def test_grade_list_shows_the_new_exercise_and_where_it_came_from(project):
     assert "--exercises" in " ".join(table.split())
 
 
+@pytest.mark.kernel
 def test_the_solution_earns_full_marks_and_the_scaffold_nothing(project):
     assert_full_marks(grade_in(project, project / "solutions" / "softmax_rows.ipynb"))
     scaffold = grade_in(project, project / "notebooks" / "softmax_rows.ipynb")
@@ -142,6 +143,7 @@ def test_the_solution_earns_full_marks_and_the_scaffold_nothing(project):
     }
 
 
+@pytest.mark.kernel
 def test_the_corpus_is_caught_and_the_variant_keeps_full_marks(project, tmp_path):
     namespace: dict = {}
     exec((project / "exercises" / "softmax_rows" / "corpus.py").read_text(), namespace)
@@ -157,6 +159,7 @@ def test_the_corpus_is_caught_and_the_variant_keeps_full_marks(project, tmp_path
             assert_full_marks(graded)
 
 
+@pytest.mark.kernel
 def test_grade_hints_records_the_corpus_and_the_card_names_each_mutants_bug(project, tmp_path):
     exercises = project / "exercises"
     done = run("hints", "--exercises", str(exercises), "--root", str(project), cwd=project)
@@ -172,6 +175,7 @@ def test_grade_hints_records_the_corpus_and_the_card_names_each_mutants_bug(proj
     assert grade_in(project, project / "solutions" / "softmax_rows.ipynb").report["hints"] == []
 
 
+@pytest.mark.kernel
 def test_builtin_softmax_is_caught_by_the_exercises_own_watch(project, tmp_path):
     solution = nbformat.read(project / "solutions" / "softmax_rows.ipynb", as_version=4)
     cell = solution.cells[1]

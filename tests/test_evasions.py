@@ -37,8 +37,6 @@ import pytest
 from tests.cohort import Cohort
 from tests.helpers import SOLUTIONS, grade_many
 
-pytestmark = [pytest.mark.kernel, pytest.mark.slow]
-
 SOLUTION = SOLUTIONS / "mha_interview.ipynb"
 SCRATCH_LEVEL = "from scratch"
 FLAGS: tuple[str, ...] = ()  # the default time limits: other kernels may share the machine
@@ -1212,6 +1210,8 @@ def test_corpus_covers_every_family():
     assert len(families) == 7 and min(families.values()) >= 2, families
 
 
+@pytest.mark.kernel
+@pytest.mark.slow
 def test_honest_reference_gets_full_marks_and_no_finding(graded):
     _, reference = graded
     report = reference.report
@@ -1219,6 +1219,8 @@ def test_honest_reference_gets_full_marks_and_no_finding(graded):
     assert report.get("integrity", []) == []
 
 
+@pytest.mark.kernel
+@pytest.mark.slow
 @pytest.mark.parametrize("case", EVASIONS, ids=lambda c: c.name)
 def test_evasion_is_caught(graded, case):
     if case.name not in graded[0]:
@@ -1233,6 +1235,8 @@ def test_fairness_corpus_covers_the_habits():
     assert len({c.name for c in EVASIONS + FAIRNESS}) == len(EVASIONS) + len(FAIRNESS)
 
 
+@pytest.mark.kernel
+@pytest.mark.slow
 @pytest.mark.parametrize("case", FAIRNESS, ids=lambda c: c.name)
 def test_honest_habit_keeps_full_marks(graded, case):
     if case.name not in graded[0]:
