@@ -31,8 +31,6 @@ from grader.suite.exercise import (
 from grader.suite.handle import Calls
 from grader.verdict.build import build_report
 
-_START = 200  # characters of a cut cell's output kept in the report
-
 
 class GradingSession(Calls, Protocol):
     """Where the notebook runs and the checks call it: a kernel (`grader.kernel.Session`)

@@ -202,11 +202,6 @@ def classify(info: CallInfo, check: Check, exercise: str = "") -> Verdict:
     raise GraderBug(exercise or "?", check.id, e) from e
 
 
-def run_check(check: Check, kernel: Kernel, limits: Limits, exercise: str = "") -> Verdict:
-    """Run one check and classify what happened (`capture`, then `classify`)."""
-    return classify(capture(check, kernel), check, exercise)
-
-
 def _suite_assertion(error: AssertionError, check: Check) -> str | None:
     """What a failed `assert` in the suite's own code says: its message, else the assert
     statement ("assertion failed: assert y.shape == (3,)"); None when `error` was raised
