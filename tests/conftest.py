@@ -1,5 +1,6 @@
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -42,9 +43,14 @@ def pytest_collection_finish(session):
 def pytest_unconfigure(config):
     state = config.stash.get(_COHORT, None)
     if state is not None:
-        if state["batch"].process.poll() is None:
-            state["batch"].process.kill()
-            state["batch"].process.wait()
+        process = state["batch"].process
+        if process.poll() is None:  # stopped as a user would stop it: it cleans up
+            process.terminate()
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
         shutil.rmtree(state["root"], ignore_errors=True)
 
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -176,3 +179,16 @@ def grading_until_started(
         assert grading.poll() is None and time.monotonic() < deadline, grading.communicate()
         time.sleep(0.1)
     return grading, scratch
+
+
+@contextlib.contextmanager
+def private_tmpdir(prefix: str) -> Iterator[Path]:
+    """A fresh, short TMPDIR for one grading; whatever is left that carries it is killed,
+    and it is removed, afterwards."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    try:
+        yield folder
+    finally:
+        for pid in leftovers(str(folder)):
+            os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(folder, ignore_errors=True)

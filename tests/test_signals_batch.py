@@ -9,7 +9,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from grader.core import signals
-from tests.helpers import SOLUTIONS, leftovers
+from tests.helpers import SOLUTIONS, leftovers, private_tmpdir
 
-COPIES = 6  # three rounds of two workers: a batch still running at the latest moment
+COPIES = 40  # twenty rounds of two workers: a batch still running at the latest moment,
+# even with kernels forked from the template (half a second a notebook)
 
 
 @pytest.fixture(scope="module")
@@ -33,11 +33,8 @@ def subs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def scratch() -> Iterator[Path]:
     """A fresh, short TMPDIR; whatever is left in it is killed and removed afterwards."""
-    folder = Path(tempfile.mkdtemp(prefix="gs-", dir="/tmp"))
-    yield folder
-    for pid in leftovers(str(folder)):
-        os.kill(pid, signal.SIGKILL)
-    shutil.rmtree(folder, ignore_errors=True)
+    with private_tmpdir("gs-") as folder:
+        yield folder
 
 
 def _start(subs: Path, scratch: Path) -> subprocess.Popen:
@@ -66,7 +63,7 @@ def _stop(grading: subprocess.Popen, signum: int, group: bool, scratch: Path) ->
     ("signum", "group", "delay"),
     [
         (signal.SIGINT, True, 1.0),  # grade loads its suites and torch
-        (signal.SIGINT, True, 3.0),  # the workers start their kernels
+        (signal.SIGINT, True, 3.0),  # the workers start their templates and kernels
         (signal.SIGINT, True, 6.0),  # cells and hidden tests run
         (signal.SIGINT, False, 6.0),
         (signal.SIGTERM, False, 3.0),

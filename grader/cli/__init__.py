@@ -47,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
             code = main(sys.argv[1:])
         finally:
             ignore_signals()
+            template = sys.modules.get("grader.kernel.template")
+            if template is not None:  # the warm template, if one started
+                template.close_all()
         _exit(code)
     warnings.filterwarnings("ignore")
     err = Console(stderr=True, highlight=False, soft_wrap=True)

@@ -228,6 +228,24 @@ def grading_parser() -> argparse.ArgumentParser:
         "so the candidate's code cannot read or write what only root may; the Gradescope "
         "autograder uses grader-kernel, which its setup.sh creates",
     )
+    p.add_argument(
+        "--cold",
+        action="store_true",
+        help="boot every kernel as a fresh interpreter instead of forking it from the warm "
+        "template (slower; the template is used wherever it is as safe as a cold start)",
+    )
+    p.add_argument(
+        "--watch",
+        action="store_true",
+        help="grade one notebook, then grade it again each time it is saved, redrawing the "
+        "card in place (Ctrl-C to stop)",
+    )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="say on stderr how each kernel started (forked from the template, or cold and why)",
+    )
     p.add_argument("--version", action="version", version=_version())
     return p
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +25,7 @@ from grader.cli.output import (
     write,
     write_folder,
 )
+from grader.cli.watch import refuse_with_watch
 from grader.core.errors import GraderError, UsageError
 from grader.core.limits import Limits
 from grader.core.notebook import Notebook
@@ -50,6 +53,12 @@ def grade_command(argv: list[str]) -> int:
     # --help, argument errors and unreadable files are answered before anything heavy
     # (Jupyter, torch) is imported.
     plan = make_plan(grading_parser().parse_args(argv))
+    if plan.args.verbose:  # how each kernel starts, on stderr
+        logging.basicConfig(level=logging.INFO, format="grade: %(message)s", stream=sys.stderr)
+    if plan.args.watch:
+        from grader.cli.watch import watch
+
+        return watch(plan.args, plan.limits)
     return _grade_single(plan) if plan.notebook is not None else _grade_batch(plan)
 
 
@@ -64,6 +73,8 @@ def make_plan(args: argparse.Namespace) -> Plan:
     from grader.kernel.sandbox import INSTALL_HINT, available, bwrap_path
     from grader.run.batch import collect, parse_shard, take_shard
 
+    if args.watch:
+        refuse_with_watch(args)
     shard = parse_shard(args.shard) if args.shard else None
     single = len(args.paths) == 1 and not Path(args.paths[0]).is_dir() and shard is None
     if single:
@@ -136,6 +147,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         profile=args.profile or bool(args.profile_plot),
         reveal=args.reveal,
         kernel_user=args.kernel_user,
+        warm=not args.cold,
     )
     if single:
         return Plan(args, limits, notebook=notebook, candidate_report=candidate)

@@ -38,6 +38,9 @@ class Limits:
     # (the Gradescope autograder's `grader-kernel`), which cannot read the autograder's
     # source nor write its scripts or results.
     kernel_user: str | None = None
+    # Fork each kernel from a warm template (grader/kernel/template.py) wherever that is as
+    # safe as a cold start; `--cold`: always boot a fresh interpreter.
+    warm: bool = True
 
     @property
     def address_space_cap(self) -> int | None:

@@ -25,10 +25,12 @@ _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 Sample = dict[int, tuple[int, int, int]]  # pid -> (parent, own ticks, reaped children's ticks)
 
 
-def sample(launched: int, token: str) -> Sample:
-    """The CPU counts of every process of the session (`launched`: the process the session
-    started, the kernel or its sandbox)."""
-    pids = {launched} | procs.descendants(launched) | procs.tagged(token)
+def sample(launched: tuple[int, ...], token: str) -> Sample:
+    """The CPU counts of every process of the session (`launched`: the processes the
+    session started, the kernel or its sandbox, and a forked kernel's sandbox)."""
+    pids = set(launched) | procs.tagged(token)
+    for pid in launched:
+        pids |= procs.descendants(pid)
     found = {}
     for pid in pids:
         ticks = procs.cpu_ticks(pid)

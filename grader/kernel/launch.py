@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -18,9 +19,10 @@ from jupyter_client.manager import AsyncKernelManager
 from grader.core.errors import KernelStartError
 from grader.core.limits import Limits
 from grader.kernel import processes as procs
-from grader.kernel import sandbox
+from grader.kernel import sandbox, template
 from grader.kernel.sandbox import kernel_path
 
+log = logging.getLogger("grader.kernel")
 _HERE = Path(__file__).parent
 # The kernel-side code: the guard first (the shim's install calls it), the wire format, the
 # profile's measurements, then the shim.
@@ -75,6 +77,34 @@ def sandboxed(limits: Limits) -> bool:
         return limits.sandbox
     ids = kernel_ids(limits.kernel_user)
     return sandbox.available(tuple(start_prefix(ids=ids)) if ids else ())
+
+
+def contained(limits: Limits) -> bool:
+    """Whether a kernel with these limits runs in a PID namespace of its own (sandboxed,
+    or contained wherever bubblewrap works)."""
+    ids = kernel_ids(limits.kernel_user)
+    return sandboxed(limits) or sandbox.available(tuple(start_prefix(ids=ids)) if ids else ())
+
+
+def cold_reason(limits: Limits) -> str:
+    """Why a kernel with these limits boots cold, or "" when it forks from the template."""
+    return template.cold_reason(limits, contained(limits))
+
+
+def warm_up(limits: Limits) -> bool:
+    """Start this process's template now if kernels with these `limits` fork from it (so
+    that it loads while the grader loads its suites); whether they do."""
+    if cold_reason(limits):
+        return False
+    return not template.for_this_process(template_environment()).broken
+
+
+def template_environment() -> dict[str, str]:
+    """The template's environment: the allow-listed variables every kernel gets, and
+    nothing of any grading (no token, no home of its own)."""
+    env = kernel_environment(Path(tempfile.gettempdir()), "")
+    env.pop(procs.TOKEN_VARIABLE, None)
+    return env
 
 
 def kernel_ids(user: str | None) -> tuple[int, int] | None:
@@ -144,21 +174,22 @@ def kernel_manager(
     ids: tuple[int, int] | None = None,
     group: Path | None = None,
     hangup_fd: int = -1,
+    cold: str = "",
+    startup_timeout: float = 60.0,
 ) -> AsyncKernelManager:
     """A manager for a kernel of the grader's own Python, talking over Unix sockets in `root`.
 
     With bubblewrap installed, every kernel runs in a PID namespace of its own, sandboxed
     or not: whatever the notebook starts stays inside it, and all of it dies at once with
-    the namespace (see `sandbox.contain`).
+    the namespace (see `sandbox.contain`). There the kernel is forked from the warm
+    template (`grader.kernel.template`) unless `cold` says why not; the cold command stays
+    the kernelspec's, for when the template fails.
 
     Raises:
         KernelStartError: `sandboxed` and bubblewrap is missing.
     """
     contained = sandboxed or sandbox.available(tuple(start_prefix(ids=ids)) if ids else ())
-    argv = [
-        sys.executable, "-E", "-s", "-S", "-B", "-c", _LAUNCH,
-        str(memory_bytes or 0), json.dumps(kernel_path()),
-        "0" if contained else str(os.getpid()), str(hangup_fd),
+    kernel_args = [
         "-f", "{connection_file}",
         # Load torch while the kernel boots, in parallel with the grader's own start-up;
         # the name is deleted, so the candidate's namespace starts empty as usual.
@@ -168,15 +199,24 @@ def kernel_manager(
         # The grader is invisible from the PID namespace: --die-with-parent ends the
         # kernel with the grader, instead of ipykernel's parent poller; interrupts go as
         # messages (a signal to bubblewrap would not reach the kernel).
-        argv.append("--IPKernelApp.parent_handle=0")
-    if sandboxed:
-        # Hide the folder that holds our scratch space too: other gradings' scratch
-        # spaces (their connection files, their kernels' sockets) are there.
-        argv = sandbox.wrap(
-            argv, writable=[root], hidden=grader_folders(), private=[root.parent], gpu=gpu
-        )
-    elif contained:
-        argv = sandbox.contain(argv)
+        kernel_args.append("--IPKernelApp.parent_handle=0")
+    argv = [
+        sys.executable, "-E", "-s", "-S", "-B", "-c", _LAUNCH,
+        str(memory_bytes or 0), json.dumps(kernel_path()),
+        "0" if contained else str(os.getpid()), str(hangup_fd), *kernel_args,
+    ]  # fmt: skip
+
+    def in_sandbox(command: list[str]) -> list[str]:
+        if sandboxed:
+            # Hide the folder that holds our scratch space too: other gradings' scratch
+            # spaces (their connection files, their kernels' sockets) are there.
+            return sandbox.wrap(
+                command, writable=[root], hidden=grader_folders(), private=[root.parent], gpu=gpu
+            )
+        return sandbox.contain(command) if contained else command
+
+    placeholder = in_sandbox(list(template.PLACEHOLDER))
+    argv = in_sandbox(argv)
     # the memory cgroup and the user first (bubblewrap then holds no privilege to drop)
     argv = [*start_prefix(group, ids), *argv]
     manager = _Manager(
@@ -188,6 +228,15 @@ def kernel_manager(
     manager.client_class = "grader.kernel.process.BoundedKernelClient"
     manager.connection_file = str(root / f"kernel-{tag}.json")
     manager.ip = str(root / f"ipc-{tag}")
+    if cold:
+        log.info("kernel starts cold: %s", cold)
+        return manager
+    kernel_args[1] = manager.connection_file
+    plan = template.WarmPlan(
+        placeholder, kernel_args, memory_bytes, hangup_fd, group, startup_timeout,
+        template_environment(),
+    )  # fmt: skip
+    manager.provisioner = template.provisioner(manager, plan)
     return manager
 
 

@@ -35,11 +35,21 @@ from grader.kernel import memory, wire
 from grader.kernel import processes as procs
 from grader.kernel.cells import TIMEOUT_NAME, CellClient, Execution, cell_line, one_line
 from grader.kernel.channel import Channel, Transfer
-from grader.kernel.launch import hand_over, kernel_ids, kernel_manager, sandboxed, start_options
+from grader.kernel.launch import (
+    cold_reason,
+    hand_over,
+    kernel_ids,
+    kernel_manager,
+    sandboxed,
+    start_options,
+)
 
 MiB = 1024**2
 # Any one Jupyter message bigger than this is dropped by ZeroMQ before it is read.
 MAX_MESSAGE_BYTES = 32 * MiB
+# How soon a client socket retries a connection the kernel has not bound yet (ZeroMQ's
+# default, 100 ms, is most of a forked kernel's start).
+RECONNECT_MS = 10
 # How long an interrupted kernel has to answer a probe before it is given up.
 SETTLE_SECONDS = 5.0
 
@@ -51,7 +61,47 @@ class BoundedKernelClient(AsyncKernelClient):
     def _context_default(self) -> zmq.asyncio.Context:
         context = super()._context_default()
         context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)  # a default for its sockets
+        context.setsockopt(zmq.RECONNECT_IVL, RECONNECT_MS)
         return context
+
+    async def wait_for_ready(self, timeout: float | None = None) -> None:
+        """Wait until the kernel answers `kernel_info` on the shell channel and its
+        broadcast of going idle after it arrives on IOPub (so IOPub is connected too).
+
+        jupyter_client's own wait then listens for 0.2 s of IOPub silence: a fifth of a
+        second of every grading, once a kernel starts in a tenth (forked from the template).
+        """
+        deadline = time.monotonic() + (timeout if timeout is not None else float("inf"))
+        while True:
+            request = self.kernel_info()
+            if await self._idle_after(request, deadline):
+                return
+            if not await self._async_is_alive():
+                raise RuntimeError("Kernel died before replying to kernel_info")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Kernel didn't respond in {timeout:g} s")
+
+    async def _idle_after(self, request: str, deadline: float) -> bool:
+        """Whether the reply to `request` and the idle status that follows it arrive
+        within a second (and before `deadline`)."""
+        until = min(deadline, time.monotonic() + 1.0)
+        replied = idle = False
+        while not (replied and idle):
+            left = until - time.monotonic()
+            if left <= 0:
+                return False
+            with contextlib.suppress(Empty):
+                if not replied:
+                    msg = await self.shell_channel.get_msg(timeout=min(left, 0.05))
+                    if msg["parent_header"].get("msg_id") == request:
+                        replied = True
+                        self._handle_kernel_info_reply(msg)
+                    continue
+                msg = await self.iopub_channel.get_msg(timeout=left)
+                parent = msg["parent_header"].get("msg_id")
+                state = msg["content"].get("execution_state")
+                idle = parent == request and state == "idle"
+        return True
 
 
 @dataclass
@@ -96,6 +146,15 @@ class KernelProcess:
         process = getattr(getattr(manager, "provisioner", None), "process", None)
         return getattr(process, "pid", None)
 
+    @property
+    def pids(self) -> tuple[int, ...]:
+        """The kernel's line as launched: the kernel (or, cold, the process that runs it),
+        and a forked kernel's sandbox, which is not its parent (empty before a start)."""
+        manager = self.client.km if self.client is not None else None
+        process = getattr(getattr(manager, "provisioner", None), "process", None)
+        pids = getattr(process, "pids", None)
+        return tuple(pids) if pids is not None else (() if self.pid is None else (self.pid,))
+
     def launch(self) -> None:
         """Start the kernel process in a fresh home and working folder: nothing an earlier
         kernel of this session planted there (startup files, configuration, modules named
@@ -118,7 +177,8 @@ class KernelProcess:
         manager = kernel_manager(
             self.root, self.tag, self.limits.address_space_cap, sandboxed(self.limits),
             gpu=self.limits.device == "cuda", ids=ids, group=self.group,
-            hangup_fd=self.channel.kernel_fds[0],
+            hangup_fd=self.channel.kernel_fds[0], cold=cold_reason(self.limits),
+            startup_timeout=self.limits.startup_timeout,
         )  # fmt: skip
         notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("")])
         client = CellClient(
@@ -142,7 +202,7 @@ class KernelProcess:
             self.stop()
             raise KernelStartError(f"could not start the kernel: {one_line(e)}") from None
         self.channel.launched(self.pid, self._alive)
-        procs.register_kernel(self.token, self.pid)
+        procs.register_kernel(self.token, *self.pids)
 
     def connect(self, install: str) -> None:
         """Wait for the kernel, then run `install` (the guard and the shim) in it.
@@ -258,10 +318,10 @@ class KernelProcess:
         """Kill the kernel and every process with the session's token (whether or not this
         kernel is running now: a start cut short leaves processes with our token)."""
         with held():
-            client, pid = self.client, self.pid
+            client, pids = self.client, self.pids
             self.client = None
             self.serving = ""
-            kill_all(self.token, pid)
+            kill_all(self.token, pids)
             procs.forget_kernel(self.token)
             memory.remove_group(self.group)
             self.group = None
@@ -341,14 +401,15 @@ class KernelProcess:
         self.reply = execute_reply
 
 
-def kill_all(token: str, kernel_pid: int | None) -> None:
-    """Kill, until none is left, the kernel and every process with the session's token,
-    below the kernel, or orphaned below us."""
+def kill_all(token: str, kernel_pids: tuple[int, ...] = ()) -> None:
+    """Kill, until none is left, the kernel's line (`KernelProcess.pids`) and every
+    process with the session's token, below the kernel, or orphaned below us."""
 
     def find() -> set[int]:
         found = procs.tagged(token) | procs.adopted(token)
-        if kernel_pid and procs.alive(kernel_pid):
-            found |= {kernel_pid} | procs.descendants(kernel_pid)
+        for pid in kernel_pids:
+            if procs.alive(pid):
+                found |= {pid} | procs.descendants(pid)
         return found
 
     procs.kill_until_none(find)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 TOKEN_VARIABLE = "GRADER_SESSION"
 _PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 _adopting = False
-_kernels: dict[str, int] = {}  # session token -> its kernel's pid (see register_kernel)
+_kernels: dict[str, set[int]] = {}  # session token -> its kernel's pids (see register_kernel)
 
 
 def adopt_orphans() -> bool:
@@ -47,17 +47,20 @@ def adopted(token: str | None = None) -> set[int]:
     if not _adopting:
         return set()
     found = descendants(os.getpid())
-    for other, pid in list(_kernels.items()):
-        if other != token and pid in found:
-            found -= {pid} | descendants(pid)
+    for other, pids in list(_kernels.items()):
+        for pid in pids if other != token else ():
+            if pid in found:
+                found -= {pid} | descendants(pid)
     return found
 
 
-def register_kernel(token: str, pid: int | None) -> None:
-    """A session's kernel is running (until `forget_kernel`): `adopted` spares it for the
-    other sessions of this process."""
-    if pid is not None:
-        _kernels[token] = pid
+def register_kernel(token: str, *pids: int | None) -> None:
+    """A session's kernel is running (until `forget_kernel`): `adopted` spares it, and
+    the other `pids` of its line (a forked kernel's sandbox), for the other sessions of
+    this process (and the warm template, registered under its own key, for all of them)."""
+    known = {pid for pid in pids if pid is not None}
+    if known:
+        _kernels[token] = known
 
 
 def forget_kernel(token: str) -> None:

@@ -295,7 +295,7 @@ class Session:
             left = self.deadline + WATCHDOG_GRACE - time.monotonic()
             if left <= 0:
                 process = self._process
-                kill_all(self._token, process.pid if process is not None else None)
+                kill_all(self._token, process.pids if process is not None else ())
                 left = 1.0  # past the deadline: look again in a second, until closed
             ready, _, _ = select.select([self._records, self._wake_r], [], [], left)
             if self._wake_r in ready and b"x" in os.read(self._wake_r, 64):
@@ -345,7 +345,7 @@ class Session:
         if self._process is not None:
             self._process.stop()
         else:
-            kill_all(self._token, None)
+            kill_all(self._token)
 
     def close(self) -> None:
         """Kill the kernel and everything it started; remove the scratch space; say if the
@@ -391,14 +391,14 @@ class Session:
 
     # -- programs that work for the graded calls (see companions) -------------------
 
-    def _session_pids(self) -> tuple[int, int] | None:
-        """(the process the session launched, the kernel's pid), both as seen here."""
+    def _session_pids(self) -> tuple[tuple[int, ...], int] | None:
+        """(the kernel's line as launched, the kernel's pid), both as seen here."""
         process = self._process
         self._read_records()
         if process is None or process.pid is None or not process.running or not self._reader.pids:
             return None
         kernel = self._kernel_host_pid(process)
-        return None if kernel is None else (process.pid, kernel)
+        return None if kernel is None else (process.pids, kernel)
 
     def _begin_tests(self) -> None:
         """The hidden tests start now: what the guard sent so far is the notebook's own

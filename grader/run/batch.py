@@ -138,7 +138,9 @@ def grade_all(
         with held():  # a worker forked is a worker known, to be stopped
             ours, theirs = context.Pipe()
             process = context.Process(
-                target=_work, args=(theirs, limits, catalog, exercise, scratch), name="grade-worker"
+                target=_work,
+                args=(theirs, limits, catalog, exercise, scratch, os.getpid()),
+                name="grade-worker",
             )
             process.start()
             theirs.close()
@@ -239,17 +241,20 @@ def _work(
     catalog: dict[str, Any],
     exercise: str | None,
     scratch: Path | None,
+    parent: int,
 ) -> None:
     """A worker: grade what the parent sends, one at a time, until told to stop. Its
     sessions make their scratch folders in `scratch`, the batch's."""
     # Forked in a held section: a stopping signal waits here until `forked()` raises it.
     from grader.core.signals import Stopped, forked, ignore_signals
     from grader.kernel.processes import adopt_orphans, keep_private
+    from grader.kernel.template import close_all as close_template
     from grader.run.pipeline import one_torch_thread
 
     sessions: list[Any] = []  # every session opened here and not closed yet
     try:
         forked()
+        _die_with(parent)
         tempfile.tempdir = str(scratch) if scratch else None  # this process's own
         adopt_orphans()  # not inherited: the orphans of this worker's kernels stay below it
         keep_private()
@@ -272,8 +277,21 @@ def _work(
         with held():
             for opened in sessions:
                 opened.close()
+            close_template()
             conn.close()
             ignore_signals()  # on its way out, cleaned up: nothing is left to stop
+
+
+def _die_with(parent: int) -> None:
+    """Be told to stop (SIGTERM, which cleans up) when the parent dies, however it dies:
+    a parent killed outright cannot stop its workers, and their pipes to it do not read
+    as closed while another worker holds the parent's ends."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):  # Linux only
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PDEATHSIG
+    if os.getppid() != parent:  # it died before the request took
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _enter(limits: Limits, sessions: list[Any]) -> Any:

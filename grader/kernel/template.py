@@ -1,0 +1,410 @@
+"""Kernels forked from a warm template: each grading's kernel in a fraction of a second.
+
+A cold kernel boots a Python, ipykernel and torch: about two seconds of CPU, paid again
+for every notebook. The template (`zygote.py`, run as its own interpreter) pays it once
+per grading process and forks each kernel from itself. Each grading still gets a fresh
+process that no earlier grading touched: the template never runs candidate code, and a
+forked kernel is never reused.
+
+Isolation is the cold kernel's. Per kernel, the grader starts bubblewrap with exactly the
+cold kernel's flags (`sandbox.wrap` under `--sandbox`, `sandbox.contain` otherwise) around
+a placeholder (`sleep`), and the template's kernel enters the placeholder's namespaces and
+root, drops its capabilities where the sandbox has none, and takes the kernel's
+environment, descriptors and memory cap (see zygote.py). Killing the placeholder ends the
+PID namespace, and with it the kernel and all it started. The template itself sits outside
+every sandbox: no kernel can see it (its PID namespace), reach its socket (not in the
+sandbox's view; and it serves only the process that started it) or write its files.
+
+Why forking is safe with torch on the CPU: the template imports torch but runs no op, so
+its OpenMP pool never started (a child of a process whose pool ran hangs on its first
+parallel op); it starts no thread or event loop of its own; each kernel reseeds torch,
+numpy and `random`. CUDA is never initialised in the template: `--device cuda` kernels
+start cold, and so do kernels of another user (`--kernel-user`), kernels where bubblewrap
+does not work, and every kernel under `--cold`. `--verbose` says which way each started.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import logging
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jupyter_client.provisioning import LocalProvisioner
+
+from grader.core.limits import Limits
+from grader.kernel import processes as procs
+from grader.kernel.sandbox import kernel_path
+
+log = logging.getLogger("grader.kernel")
+
+ZYGOTE_SOURCE = (Path(__file__).parent / "zygote.py").read_text()
+TEMPLATE_KEY = "\0template"  # its entry in `processes.register_kernel`: spared by all sessions
+# The placeholder every forked kernel's sandbox is built around.
+PLACEHOLDER = ["/bin/sh", "-c", "echo ready; exec sleep 2147483647"]
+# Modules a kernel imports on its way to answering, beyond what zygote.py imports itself:
+# preloaded, the forked kernel does not spend its own CPU on them.
+PRELOAD = (
+    "IPython.core.completer", "IPython.core.history", "IPython.core.magics",
+    "ipykernel.comm", "ipykernel.compiler", "ipykernel.debugger", "ipykernel.eventloops",
+    "ipykernel.iostream", "ipykernel.heartbeat", "ipykernel.parentpoller",
+    "jupyter_client.connect", "jupyter_core.paths", "comm", "debugpy", "jedi",
+    "sqlite3", "asyncio", "tornado.ioloop", "zmq.eventloop.zmqstream",
+)  # fmt: skip
+REQUEST_SECONDS = 10.0  # a fork takes milliseconds; a template that does not answer is broken
+
+
+class TemplateError(Exception):
+    """The template could not give this kernel: it starts cold (the reason says why)."""
+
+
+def cold_reason(limits: Limits, contained: bool) -> str:
+    """Why a kernel with these limits starts cold, or "" when it forks from the template."""
+    if not limits.warm:
+        return "--cold"
+    if limits.device != "cpu":
+        return "CUDA kernels start cold (the template never initialises CUDA)"
+    if limits.kernel_user:
+        return "--kernel-user: a kernel of another user starts cold"
+    if not contained:
+        return "bubblewrap does not work here (a forked kernel needs its PID namespace)"
+    return ""
+
+
+class Template:
+    """The warm template of one grading process (see `for_this_process`)."""
+
+    def __init__(self) -> None:
+        self.owner = os.getpid()
+        self.folder = Path(tempfile.mkdtemp(prefix="grader-template-"))
+        os.chmod(self.folder, 0o700)
+        self.address = str(self.folder / "t")
+        self.broken = ""  # why it cannot fork kernels (it is then never asked again)
+        self.started_at = 0.0
+        self.ready_after: float | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._ready = False
+        self._lock = threading.Lock()
+
+    @property
+    def pid(self) -> int | None:
+        """The template's pid, once started."""
+        return self._process.pid if self._process is not None else None
+
+    def start(self, env: dict[str, str]) -> None:
+        """Start the template's interpreter with `env` (does not wait for it)."""
+        if self._process is not None:
+            return
+        argv = [
+            sys.executable, "-E", "-s", "-S", "-B", "-c", ZYGOTE_SOURCE,
+            json.dumps(kernel_path()), self.address, json.dumps(PRELOAD),
+        ]  # fmt: skip
+        debug = bool(os.environ.get("GRADER_DEBUG"))
+        self.started_at = time.monotonic()
+        self._process = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,  # the template exits when we close it (or die)
+            stdout=subprocess.PIPE,
+            stderr=None if debug else subprocess.DEVNULL,
+            env=env,
+            cwd=self.folder,
+        )
+        procs.register_kernel(TEMPLATE_KEY, self._process.pid)
+
+    def wait_ready(self, timeout: float) -> None:
+        """Wait until the template listens.
+
+        Raises:
+            TemplateError: it did not come up in `timeout` seconds, or exited.
+        """
+        if self._ready:
+            return
+        if self.broken:
+            raise TemplateError(self.broken)
+        process = self._process
+        assert process is not None and process.stdout is not None
+        ready, _, _ = select.select([process.stdout], [], [], timeout)
+        line = os.read(process.stdout.fileno(), 64) if ready else b""
+        if line != b"ready\n":
+            self.broken = (
+                "the template did not start"
+                if ready
+                else f"the template was not ready in {timeout:g} s"
+            )
+            self.close()
+            raise TemplateError(self.broken)
+        self._ready = True
+        self.ready_after = time.monotonic() - self.started_at
+        log.info("warm template ready in %.2f s (pid %d)", self.ready_after, process.pid)
+
+    def fork(self, request: dict[str, Any], fds: list[int], timeout: float) -> tuple[int, int]:
+        """Fork a kernel for `request` (see zygote.py) with `fds` attached: its pid and a
+        pidfd for it.
+
+        Raises:
+            TemplateError: the template, or the kernel's setup, failed (the kernel, if any,
+                is killed).
+        """
+        with self._lock:
+            self.wait_ready(timeout)
+            try:
+                with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as conn:
+                    conn.settimeout(REQUEST_SECONDS)
+                    conn.connect(self.address)
+                    socket.send_fds(conn, [json.dumps(request).encode()], fds)
+                    data, got, _, _ = socket.recv_fds(conn, 1 << 16, 1)
+            except OSError as e:
+                self.broken = f"the template did not answer ({e})"
+                self.close()
+                raise TemplateError(self.broken) from None
+        try:
+            answer = json.loads(data) if data else {"error": "the template closed the request"}
+        except ValueError:
+            answer = {"error": "the template's answer was malformed"}
+        if "pid" not in answer:
+            for fd in got:
+                os.close(fd)
+            raise TemplateError(f"the forked kernel failed to start: {answer.get('error')}")
+        if len(got) != 1:
+            raise TemplateError("the template sent no pidfd")
+        return int(answer["pid"]), got[0]
+
+    def close(self) -> None:
+        """Stop the template (kernels forked from it live on until their gradings end)."""
+        process, self._process = self._process, None
+        self._ready = False
+        if process is not None:
+            for stream in (process.stdin, process.stdout):
+                if stream is not None:
+                    stream.close()
+            process.kill()
+            process.wait()
+            procs.forget_kernel(TEMPLATE_KEY)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+_templates: dict[int, Template] = {}  # by the pid of the process it serves
+
+
+def for_this_process(env: dict[str, str]) -> Template:
+    """This process's template, started now with `env` if there is none yet (a forked
+    worker gets its own: a template serves only the process that started it)."""
+    template = _templates.get(os.getpid())
+    if template is None:
+        template = _templates[os.getpid()] = Template()
+        template.start(env)
+        if len(_templates) == 1:
+            atexit.register(close_all)
+    return template
+
+
+def close_all() -> None:
+    """Stop this process's template (at exit; a forked process leaves its parent's)."""
+    template = _templates.pop(os.getpid(), None)
+    if template is not None:
+        template.close()
+
+
+@dataclass
+class WarmPlan:
+    """What a forked kernel needs besides what jupyter_client passes at launch."""
+
+    placeholder: list[str]  # bubblewrap's command around PLACEHOLDER
+    kernel_argv: list[str]  # ipykernel's arguments (after the connection file)
+    address_space: int | None
+    hangup_fd: int
+    group: Path | None  # the kernel's memory cgroup
+    startup_timeout: float
+    template_env: dict[str, str]  # the template's, if this kernel must start it
+    reason: list[str] = field(default_factory=list)  # set when the kernel started cold
+
+
+class ForkedKernel:
+    """A kernel forked from the template, as jupyter_client's provisioner sees a process
+    (`poll`, `wait`, `send_signal`, `kill`): watched through a pidfd, since the kernel is
+    not our child; killing it also ends its placeholder, and so its PID namespace."""
+
+    stdin = stdout = stderr = None
+
+    def __init__(self, pid: int, pidfd: int, placeholder: subprocess.Popen[bytes]) -> None:
+        self.pid = pid
+        self.pidfd = pidfd
+        self.placeholder = placeholder
+        self.returncode: int | None = None
+
+    @property
+    def pids(self) -> tuple[int, int]:
+        """The kernel's line in this process's view: the kernel and its sandbox."""
+        return self.pid, self.placeholder.pid
+
+    def poll(self) -> int | None:
+        if self.returncode is None and self.pidfd >= 0:
+            ready, _, _ = select.select([self.pidfd], [], [], 0)
+            if ready:
+                self.returncode = self._status()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None and self.pidfd >= 0:
+            ready, _, _ = select.select([self.pidfd], [], [], timeout)
+            if not ready:
+                raise subprocess.TimeoutExpired("kernel", timeout or 0)
+            self.returncode = self._status()
+        return self.returncode if self.returncode is not None else 0
+
+    def send_signal(self, sig: int) -> None:
+        if self.pidfd >= 0 and self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self.pidfd, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+        self.release()
+
+    def release(self) -> None:
+        """End the placeholder (and so the PID namespace) and let go of the pidfd."""
+        if self.placeholder.poll() is None:
+            self.placeholder.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired, ChildProcessError):
+            self.placeholder.wait(2)
+        if self.placeholder.stdout is not None:
+            self.placeholder.stdout.close()
+        if self.pidfd >= 0:
+            self.poll()
+            os.close(self.pidfd)
+            self.pidfd = -1
+
+    def _status(self) -> int:
+        try:
+            result = os.waitid(os.P_PIDFD, self.pidfd, os.WEXITED | os.WNOHANG)
+        except (ChildProcessError, OSError):  # not our child: its keeper reaps it
+            return -signal.SIGKILL
+        return 0 if result is None else result.si_status
+
+
+class WarmProvisioner(LocalProvisioner):
+    """Launches the kernel by forking it from the template into a fresh sandbox; when the
+    template cannot (it is broken, or this kernel's setup failed), launches the cold
+    command instead, and says why."""
+
+    plan: WarmPlan | None = None
+
+    async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> Any:
+        plan = self.plan
+        assert plan is not None
+        started = time.monotonic()
+        try:
+            forked = _fork_kernel(plan, kwargs)
+        except TemplateError as e:
+            plan.reason.append(str(e))
+            log.info("kernel starts cold: %s", e)
+            return await super().launch_kernel(cmd, **kwargs)
+        log.info("kernel forked from the warm template in %.3f s", time.monotonic() - started)
+        self.process = forked  # type: ignore[assignment]  # a Popen as far as jupyter_client sees
+        self.pid, self.pgid = forked.pid, None
+        self.cwd = kwargs.get("cwd")
+        return self.connection_info
+
+    async def kill(self, restart: bool = False) -> None:
+        if isinstance(self.process, ForkedKernel):
+            self.process.kill()
+            return
+        await super().kill(restart)
+
+    async def cleanup(self, restart: bool = False) -> None:
+        if isinstance(self.process, ForkedKernel):
+            self.process.release()
+        await super().cleanup(restart)
+
+
+def provisioner(manager: Any, plan: WarmPlan) -> WarmProvisioner:
+    """A `WarmProvisioner` for `manager` (assigned as its provisioner before the start)."""
+    manager.kernel_id = manager.kernel_id or str(uuid.uuid4())
+    made = WarmProvisioner(
+        kernel_id=manager.kernel_id, kernel_spec=manager.kernel_spec, parent=manager
+    )
+    made.plan = plan
+    return made
+
+
+def _fork_kernel(plan: WarmPlan, options: dict[str, Any]) -> ForkedKernel:
+    """Start the placeholder sandbox, then have the template fork the kernel into it.
+
+    Raises:
+        TemplateError: either failed (what was started is stopped).
+    """
+    template = for_this_process(plan.template_env)
+    if template.broken:
+        raise TemplateError(template.broken)
+    env = options["env"]
+    placeholder = subprocess.Popen(
+        plan.placeholder,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,  # the session's token: found and killed with the session's processes
+        cwd=options.get("cwd"),
+    )
+    try:
+        leaf = _placeholder_leaf(placeholder, plan.startup_timeout)
+        fds = list(options.get("pass_fds", ()))
+        targets = list(fds)
+        if options.get("stdout") not in (None, subprocess.DEVNULL):  # GRADER_DEBUG
+            fds += [sys.stderr.fileno(), sys.stderr.fileno()]
+            targets += [1, 2]
+        request = {
+            "join": leaf,
+            "cwd": options["cwd"],
+            "env": env,
+            "fd_targets": targets,
+            "argv": plan.kernel_argv,
+            "address_space": plan.address_space or 0,
+            "hangup_fd": plan.hangup_fd,
+            "cgroup_procs": str(plan.group / "cgroup.procs") if plan.group else "",
+        }
+        pid, pidfd = template.fork(request, fds, plan.startup_timeout)
+    except BaseException:
+        placeholder.kill()
+        placeholder.wait()
+        if placeholder.stdout is not None:
+            placeholder.stdout.close()
+        raise
+    return ForkedKernel(pid, pidfd, placeholder)
+
+
+def _placeholder_leaf(placeholder: subprocess.Popen[bytes], timeout: float) -> int:
+    """Wait until the placeholder's sandbox is built (it says "ready" from inside); the pid,
+    in our view, of the process inside it (the one whose namespaces and root the kernel
+    takes).
+
+    Raises:
+        TemplateError: the sandbox did not come up.
+    """
+    assert placeholder.stdout is not None
+    ready, _, _ = select.select([placeholder.stdout], [], [], timeout)
+    line = os.read(placeholder.stdout.fileno(), 64) if ready else b""
+    if line != b"ready\n":
+        raise TemplateError("the placeholder sandbox did not start")
+    inside = procs.descendants(placeholder.pid)
+    parents = {pid: (procs.cpu_ticks(pid) or (0, 0, 0))[0] for pid in inside}
+    leaves = [pid for pid in inside if pid not in parents.values()]
+    if len(leaves) != 1:
+        raise TemplateError(f"the placeholder sandbox has {len(leaves)} innermost processes")
+    return leaves[0]

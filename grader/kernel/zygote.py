@@ -1,0 +1,318 @@
+"""The warm template's own program: a Python that has imported ipykernel, torch and numpy
+once, and forks each grading's kernel from itself (the zygote pattern).
+
+Not imported by the grader: `grader.kernel.template` runs this file's text in a fresh
+interpreter (`python -E -s -S -B -c SOURCE PATH SOCKET`), with the allow-listed kernel
+environment and nothing per grading. It never runs candidate code, runs no torch op (a
+forked child of a process whose OpenMP pool ever ran hangs on its first parallel op),
+starts no thread, event loop or zmq context, and never receives a secret: what a kernel
+could find of it (its argv, its exec-time environment, its stack) is what every kernel has.
+
+Protocol: the grader connects to the template's Unix socket (SOCK_SEQPACKET; only the
+process that started the template is served) and sends one JSON request with its file
+descriptors attached (SCM_RIGHTS). The template forks a *keeper* per request and goes back
+to listening. The keeper joins the grading's memory cgroup, enters the namespaces of the
+grading's placeholder process (bubblewrap's sandbox around `sleep`: user, mount, PID,
+network, IPC, UTS, cgroup, whichever differ from ours) and forks the kernel, which is then
+inside that PID namespace. The kernel takes the sandbox's root (chroot through the
+placeholder's /proc/PID/root, opened before entering), drops every capability it holds
+in a joined user namespace, sets no_new_privs, starts its own session, puts the passed
+descriptors at their numbers and closes every other one, takes the kernel environment,
+fresh random seeds and the address-space cap, reports "ok" to the keeper and becomes
+ipykernel. The keeper answers the grader with the kernel's pid and a pidfd, then waits for
+the kernel and exits with it. Anything that fails before "ok" kills the kernel and the
+grader starts a cold one instead.
+"""
+
+import contextlib
+import ctypes
+import fcntl
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+
+CLONE_NEWCGROUP = 0x02000000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+CLONE_NEWNS = 0x00020000
+NAMESPACES = (
+    ("user", CLONE_NEWUSER), ("mnt", CLONE_NEWNS), ("pid", CLONE_NEWPID),
+    ("net", CLONE_NEWNET), ("ipc", CLONE_NEWIPC), ("uts", CLONE_NEWUTS),
+    ("cgroup", CLONE_NEWCGROUP),
+)  # fmt: skip
+PR_SET_PDEATHSIG = 1
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
+MAX_REQUEST = 1 << 20
+MAX_FDS = 16
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result, what):
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def _joined_namespaces(pid):
+    """The CLONE_NEW* flags of the namespaces in which `pid` differs from this process."""
+    flags = 0
+    for name, flag in NAMESPACES:
+        try:
+            if os.stat(f"/proc/{pid}/ns/{name}").st_ino != os.stat(f"/proc/self/ns/{name}").st_ino:
+                flags |= flag
+        except FileNotFoundError:  # a namespace kind this kernel does not have
+            pass
+    return flags
+
+
+def _drop_capabilities():
+    """No capability left in any set, none to gain back (what bubblewrap's --cap-drop ALL
+    leaves a sandboxed process)."""
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            last = int(f.read())
+    except OSError:
+        last = 63
+    for cap in range(last + 1):
+        _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # fails for caps we never had: fine
+    _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = struct.pack("Ii", LINUX_CAPABILITY_VERSION_3, 0)
+    data = bytes(24)  # two (effective, permitted, inheritable) structs, all zero
+    _check(_libc.capset(ctypes.c_char_p(header), ctypes.c_char_p(data)), "capset")
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(("CapEff:", "CapPrm:", "CapBnd:")) and int(line.split()[1], 16):
+                raise OSError(f"capabilities left after the drop: {line.strip()}")
+
+
+def _place_fds(fds, targets, keep):
+    """Put each received descriptor at its target number, inheritable, and close every
+    other descriptor from 3 up but `keep`."""
+    floor = max([*targets, *fds, 2]) + 1  # above every target and every fd received
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, floor) for fd in fds]
+    for fd in fds:
+        os.close(fd)
+    moved = []
+    for fd, target in zip(high, targets, strict=True):
+        os.dup2(fd, target, inheritable=True)
+        moved.append(target)
+    for fd in high:
+        if fd not in moved:
+            os.close(fd)
+    spare = set(moved) | set(keep)
+    for fd in sorted(int(name) for name in os.listdir("/proc/self/fd")):
+        if fd > 2 and fd not in spare:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _kernel(request, fds, status_w, rootfd, flags, objects):
+    """In the forked kernel: take the sandbox, the descriptors, the environment, then run
+    ipykernel. Never returns."""
+    code = 70
+    try:
+        for obj in objects:  # socket objects of the template and keeper: forget, not close
+            obj.detach()
+        if flags & CLONE_NEWNS:
+            os.fchdir(rootfd)
+            os.chroot(".")
+        os.close(rootfd)
+        os.chdir(request["cwd"])
+        if flags & CLONE_NEWUSER:
+            _drop_capabilities()
+        _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+        os.setsid()
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # as Python sets it at start
+        _place_fds(fds, request["fd_targets"], keep=(status_w,))
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        for target in (1, 2):
+            if target not in request["fd_targets"]:
+                os.dup2(null, target)
+        os.close(null)
+        os.environ.clear()
+        os.environ.update(request["env"])
+        import tempfile
+
+        tempfile.tempdir = None
+        limit = int(request["address_space"] or 0)
+        if limit:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        _reseed()
+        hangup = int(request["hangup_fd"])
+        if hangup >= 0:
+            import threading
+
+            threading.Thread(target=_hangup, args=(hangup,), daemon=True).start()
+        sys.argv = ["ipykernel_launcher", *request["argv"]]
+        os.write(status_w, b"ok")
+        os.close(status_w)
+        import runpy
+
+        runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 0
+    except BaseException as e:  # noqa: BLE001 (reported to the keeper, then exit)
+        with contextlib.suppress(OSError):
+            os.write(status_w, f"{type(e).__name__}: {e}".encode()[:4000])
+    finally:
+        try:
+            import atexit
+
+            atexit._run_exitfuncs()
+        finally:
+            os._exit(code)
+
+
+def _reseed():
+    """Fresh random streams: a forked child inherits the template's generators, the same
+    in every kernel (Python's `random` reseeds itself at fork; torch and numpy do not)."""
+    import random
+
+    random.seed()
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.seed()
+    numpy_random = sys.modules.get("numpy.random")
+    if numpy_random is not None:
+        numpy_random.seed()
+
+
+def _hangup(fd):
+    """The grader holds the only writing end of the call channel: when it hangs up,
+    however the grader went, the kernel exits."""
+    poll = select.poll()
+    poll.register(fd, 0)
+    gone = select.POLLHUP | select.POLLERR
+    while not any(event & gone for _, event in poll.poll()):
+        pass
+    os._exit(1)
+
+
+def _keeper(conn, request, fds, objects):
+    """In the forked keeper: join the cgroup and the namespaces, fork the kernel, answer
+    the grader, wait for the kernel. Never returns."""
+    code = 1
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # we wait for the kernel
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        procs = request.get("cgroup_procs")
+        if procs:
+            with open(procs, "w") as f:  # the kernel inherits the cgroup at fork
+                f.write("0")
+        join = int(request["join"])
+        pidfd = os.pidfd_open(join)
+        rootfd = os.open(f"/proc/{join}/root", os.O_PATH | os.O_DIRECTORY)
+        flags = _joined_namespaces(join)
+        if flags:
+            _check(_libc.setns(pidfd, flags), "setns")
+        os.close(pidfd)
+        status_r, status_w = os.pipe()
+        kernel = os.fork()
+        if kernel == 0:
+            os.close(status_r)
+            _kernel(request, fds, status_w, rootfd, flags, [*objects, conn])
+        os.close(status_w)
+        os.close(rootfd)
+        for fd in fds:
+            os.close(fd)
+        kernel_fd = os.pidfd_open(kernel)
+        said = b""
+        while chunk := os.read(status_r, 4096):
+            said += chunk
+        os.close(status_r)
+        answer: dict[str, object]
+        if said == b"ok":
+            answer = {"pid": kernel}
+        else:
+            os.kill(kernel, signal.SIGKILL)
+            answer = {"error": said.decode(errors="replace") or "the kernel exited at start"}
+        socket.send_fds(conn, [json.dumps(answer).encode()], [kernel_fd])
+        conn.close()
+        os.close(kernel_fd)
+        _, status = os.waitpid(kernel, 0)
+        code = os.waitstatus_to_exitcode(status)
+        code = code if code >= 0 else 128 - code
+    except BaseException as e:  # noqa: BLE001 (told to the grader, then exit)
+        with contextlib.suppress(OSError):
+            conn.send(json.dumps({"error": f"{type(e).__name__}: {e}"}).encode())
+    finally:
+        os._exit(code)
+
+
+def _serve(server, owner):
+    """Fork a keeper for each request of `owner` (the grader that started us) until the
+    grader closes our stdin (it went, one way or another)."""
+    while True:
+        ready, _, _ = select.select([server, 0], [], [])
+        if 0 in ready and not os.read(0, 1):
+            return
+        if server not in ready:
+            continue
+        conn, _ = server.accept()
+        fds: list[int] = []
+        try:
+            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+            peer = struct.unpack("3i", creds)[0]
+            data, fds, _, _ = socket.recv_fds(conn, MAX_REQUEST, MAX_FDS)
+            if peer != owner or not data:
+                continue
+            request = json.loads(data)
+            if os.fork() == 0:
+                _keeper(conn, request, fds, [server])
+        except (OSError, ValueError):
+            pass
+        finally:
+            conn.close()
+            for fd in fds:
+                os.close(fd)
+
+
+def main():
+    path, address = json.loads(sys.argv[1]), sys.argv[2]
+    sys.path[:] = path
+    owner = os.getppid()  # it holds our stdin's other end: we end when it closes
+    # What a kernel loads before it answers: a forked kernel starts with all of it.
+    import ipykernel.ipkernel  # noqa: F401
+    import ipykernel.kernelapp  # noqa: F401
+    import ipykernel.zmqshell  # noqa: F401
+    import ipykernel_launcher  # type: ignore[import-untyped]  # noqa: F401
+    import IPython  # noqa: F401
+    import jupyter_client.session  # noqa: F401
+    import numpy  # noqa: F401
+    import numpy.random  # noqa: F401
+    import torch  # noqa: F401
+    import zmq  # noqa: F401
+
+    for name in json.loads(sys.argv[3]) if len(sys.argv) > 3 else ():
+        with contextlib.suppress(Exception):  # one this environment lacks: fine
+            __import__(name)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # keepers are reaped by the system
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    server.bind(address)
+    server.listen(16)
+    os.write(1, b"ready\n")
+    _serve(server, owner)
+    with contextlib.suppress(OSError):  # the grader may have gone without a word
+        os.unlink(address)
+        os.rmdir(os.path.dirname(address))
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,250 @@
+"""Kernels forked from the warm template: each grading still starts from a pristine kernel.
+
+One worker grades a notebook that changes everything it can reach (torch's globals,
+`sys.modules`, the environment, files, the random streams) and hunts for the template,
+then a probe notebook that reports what it finds; both kernels come from the same
+template. Every property is checked with and without the sandbox. The template's failure
+is a cold start, not a failed grading.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader.core.limits import Limits
+from grader.kernel import template
+from grader.run.batch import grade_all
+from grader.run.catalog import load_catalog
+from grader.run.pipeline import grade_file
+from tests.helpers import SOLUTIONS
+
+pytestmark = [
+    pytest.mark.kernel,
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="forked kernels need bubblewrap"),
+]
+
+TAMPER = r"""
+import json, os, socket, sys, glob
+import numpy, torch
+report = {"draw": torch.rand(3).tolist(), "numpy": numpy.random.rand(2).tolist()}
+torch.set_default_dtype(torch.float64)
+torch.manual_seed(1234)
+torch.set_num_threads(1)
+torch.nn.functional.softmax = lambda *a, **k: "tampered"
+sys.modules["einops"] = type(sys)("einops")
+os.environ["GRADER_TAMPERED"] = "1"
+for folder in (os.path.expanduser("~"), "/tmp", os.getcwd()):
+    try:
+        open(os.path.join(folder, "planted.txt"), "w").write("x")
+    except OSError:
+        pass
+# the template: its process, its socket
+names = []
+for pid in os.listdir("/proc"):
+    if pid.isdigit() and int(pid) != os.getpid():
+        try:
+            names.append(open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode())
+        except OSError:
+            pass
+report["template_seen"] = any("zygote" in n or "warm template" in n for n in names)
+report["others"] = len(names)
+answers = []
+for path in glob.glob("/tmp/grader-template-*/t"):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        s.connect(path)
+        s.send(json.dumps({"join": 1, "cwd": "/", "env": {}, "fd_targets": [], "argv": [],
+                           "address_space": 0, "hangup_fd": -1, "cgroup_procs": ""}).encode())
+        s.settimeout(2)
+        answers.append(s.recv(4096).decode() or "closed")
+    except OSError as e:
+        answers.append(type(e).__name__)
+report["socket_answers"] = answers
+print("REPORT" + json.dumps(report))
+"""
+
+PROBE = r"""
+import json, os, sys
+import numpy, torch
+print("REPORT" + json.dumps({
+    "draw": torch.rand(3).tolist(),
+    "numpy": numpy.random.rand(2).tolist(),
+    "dtype": str(torch.get_default_dtype()),
+    "softmax": getattr(torch.nn.functional.softmax, "__name__", "?"),
+    "threads": torch.get_num_threads(),
+    "einops": "einops" in sys.modules,
+    "tampered": os.environ.get("GRADER_TAMPERED"),
+    "planted": [os.path.exists(os.path.join(f, "planted.txt"))
+                for f in (os.path.expanduser("~"), "/tmp", os.getcwd())],
+    "forked": "warm template" in open("/proc/self/cmdline").read(),
+}))
+"""
+
+
+def notebook_with(folder: Path, name: str, cell: str) -> str:
+    nb = nbformat.read(SOLUTIONS / "mha_interview.ipynb", as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(cell))
+    path = folder / f"{name}.ipynb"
+    nbformat.write(nb, path)
+    return str(path)
+
+
+def reports(outcome) -> dict:
+    for cell in outcome.cells:
+        if "REPORT" in cell.output:
+            return json.loads(cell.output.split("REPORT", 1)[1].splitlines()[0])
+    raise AssertionError(f"no report in {outcome.notebook}: {outcome.cells}")
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog()
+
+
+@pytest.mark.parametrize("sandbox", [True, False], ids=["sandbox", "no-sandbox"])
+def test_a_tampering_notebook_leaves_the_next_kernel_pristine(tmp_path, catalog, sandbox):
+    paths = [
+        notebook_with(tmp_path, "a-tamper", TAMPER),
+        notebook_with(tmp_path, "b-probe", PROBE),
+        notebook_with(tmp_path, "c-probe", PROBE),
+    ]
+    try:  # one worker, so one template
+        outcomes = grade_all(paths, 1, Limits(sandbox=sandbox), catalog)
+    finally:
+        if not sandbox:  # the host's /tmp: what any kernel without the sandbox can write
+            Path("/tmp/planted.txt").unlink(missing_ok=True)
+    for outcome in outcomes[1:]:  # the tamperer broke its own torch: its marks are its own
+        assert outcome.report is not None, outcome.error
+        assert outcome.report.score == outcome.report.max_score, outcome.notebook
+    tamper, first, second = (reports(o) for o in outcomes)
+    for probe in (first, second):
+        assert probe["forked"], "the kernel was not forked from the template"
+        assert probe["dtype"] == "torch.float32"
+        assert probe["softmax"] == "softmax"
+        assert probe["threads"] == torch_threads()
+        assert not probe["einops"]
+        assert probe["tampered"] is None
+        assert probe["planted"] == ([False, False, False] if sandbox else [False, True, False])
+    # the grader seeds torch before the cells, in every kernel (the tamperer's seed did not
+    # stay); numpy's stream is fresh in every kernel, as in cold ones
+    assert first["draw"] == second["draw"] == tamper["draw"]
+    assert len({json.dumps(r["numpy"]) for r in (tamper, first, second)}) == 3
+    # the template is out of sight and out of reach
+    assert not tamper["template_seen"]
+    assert all("pid" not in answer for answer in tamper["socket_answers"])
+    if sandbox:
+        assert tamper["socket_answers"] == []  # not even in the sandbox's view
+
+
+def torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+def test_cold_is_a_fresh_interpreter(tmp_path, catalog):
+    path = notebook_with(tmp_path, "probe", PROBE)
+    graded = grade_file(path, limits=Limits(warm=False), catalog=catalog)
+    assert graded.report.score == graded.report.max_score
+    probe = reports(_as_outcome(graded))
+    assert not probe["forked"]
+
+
+def test_a_dead_template_means_a_cold_start_not_a_failed_grading(tmp_path, catalog, caplog):
+    path = notebook_with(tmp_path, "probe", PROBE)
+    first = grade_file(path, catalog=catalog)
+    assert reports(_as_outcome(first))["forked"]
+    warm = template.for_this_process(template_environment())
+    assert warm.pid is not None
+    os.kill(warm.pid, signal.SIGKILL)
+    caplog.set_level("INFO", logger="grader.kernel")
+    try:
+        second = grade_file(path, catalog=catalog)
+    finally:
+        template.close_all()
+    assert second.report.score == second.report.max_score
+    assert not reports(_as_outcome(second))["forked"]
+    assert any("starts cold" in r.getMessage() for r in caplog.records)
+
+
+def template_environment() -> dict[str, str]:
+    from grader.kernel.launch import template_environment
+
+    return template_environment()
+
+
+def _as_outcome(graded):
+    from grader.core.results import Outcome
+
+    return Outcome(graded.report.notebook, graded.report, cells=tuple(graded.cells))
+
+
+def test_the_template_stops_when_its_grader_dies(tmp_path):
+    """A grader killed outright (SIGKILL, no clean-up) leaves no template behind: the
+    template watches the pipe only its grader holds."""
+    import subprocess
+    import time
+
+    code = (
+        "from grader.kernel.launch import template_environment\n"
+        "from grader.kernel import template\n"
+        "t = template.for_this_process(template_environment())\n"
+        "t.wait_ready(60)\n"
+        "print(t.pid, t.folder, flush=True)\n"
+        "import time; time.sleep(60)\n"
+    )
+    grader = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert grader.stdout is not None
+    pid, folder = grader.stdout.readline().split()
+    grader.kill()
+    grader.wait()
+    grader.stdout.close()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+        status = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+        if status == "Z":
+            break
+        time.sleep(0.05)
+    else:
+        assert not Path(f"/proc/{pid}").exists(), "the template outlived its grader"
+    assert not Path(folder).exists()
+
+
+PLACE_FDS = """
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from grader.kernel.zygote import _place_fds
+pipes = [os.pipe() for _ in range(6)]
+received = [w for _, w in pipes[3:]]  # where the template got them
+holes = sorted(fd for pair in pipes[:2] for fd in pair)[:3]
+for fd in (fd for pair in pipes[:3] for fd in pair):
+    os.close(fd)  # free low numbers, as a kernel's own fd table has
+targets = [holes[1], holes[0], holes[2]]  # a naive dup lands on another's target
+inodes = [os.fstat(fd).st_ino for fd in received]
+_place_fds(received, targets, keep=())
+print([os.fstat(t).st_ino for t in targets] == inodes)
+listed = [int(f) for f in os.listdir("/proc/self/fd")]
+still = [f for f in listed if f > 2 and os.path.exists(f"/proc/self/fd/{f}")]  # not listdir's
+print(sorted(still) == sorted(targets))
+"""
+
+
+def test_passed_descriptors_land_at_their_numbers_whatever_is_open_there():
+    """The grader's pipes keep their numbers in a forked kernel even where those numbers
+    are taken in the template's child (a batch's first kernel met this), and nothing else
+    stays open."""
+    import subprocess
+
+    root = str(Path(__file__).resolve().parent.parent)
+    done = subprocess.run(
+        [sys.executable, "-c", PLACE_FDS, root], capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.split() == ["True", "True"], done.stderr
