@@ -246,11 +246,14 @@ def test_merge_refuses_mixed_parts_in_one_line(tmp_path):
 HANGS = "import time\nopen('started', 'w').close()\ntime.sleep(600)"
 
 
-def _children(pid: int) -> list[int]:
+def _workers(pid: int) -> list[int]:
+    """The batch's workers: its children forked from it (its other child is the warm
+    template, a program of its own)."""
     found = []
     for task in Path(f"/proc/{pid}/task").iterdir():
         found += [int(c) for c in (task / "children").read_text().split()]
-    return found
+    command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    return [c for c in found if Path(f"/proc/{c}/cmdline").read_bytes() == command]
 
 
 @pytest.mark.kernel
@@ -260,7 +263,7 @@ def test_a_worker_that_dies_costs_only_its_notebook(tmp_path, request):
     nbformat.write(notebook_with(HANGS, exercise="mha_parity"), subs / "a.ipynb")
     shutil.copy(SOLUTIONS / "mha_parity.ipynb", subs / "b.ipynb")
     grading, scratch = grading_until_started(["subs", "-j", "1", "--json"], tmp_path, request)
-    (worker,) = _children(grading.pid)
+    (worker,) = _workers(grading.pid)
     os.kill(worker, signal.SIGKILL)  # what the OOM killer, or a stray kill, would do
     out, err = grading.communicate(timeout=120)
     first, second = json.loads(out)

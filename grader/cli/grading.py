@@ -55,6 +55,9 @@ def grade_command(argv: list[str]) -> int:
     plan = make_plan(grading_parser().parse_args(argv))
     if plan.args.verbose:  # how each kernel starts, on stderr
         logging.basicConfig(level=logging.INFO, format="grade: %(message)s", stream=sys.stderr)
+    from grader.kernel.launch import warm_up
+
+    warm_up(plan.limits)  # the kernels' template boots while torch and the suites load here
     if plan.args.watch:
         from grader.cli.watch import watch
 
@@ -229,12 +232,14 @@ def _grade_batch(plan: Plan) -> int:
     args, limits, notebooks = plan.args, plan.limits, plan.notebooks
     import time
 
+    from grader.kernel.launch import warm_up
     from grader.report import to_json_list, to_junit_batch, write_gradescope_folder
     from grader.report.progress import Progress, render_summary
     from grader.run.batch import grade_all, worst
     from grader.suite.exercise import load_catalog, use_exercises
 
     began = time.monotonic()
+    warm_up(limits)  # the workers' template boots while the suites load
     use_exercises(args.exercises)
     catalog = load_catalog()  # before the workers fork: they inherit it, and torch
     if args.exercise and args.exercise not in catalog:

@@ -28,9 +28,7 @@ Sample = dict[int, tuple[int, int, int]]  # pid -> (parent, own ticks, reaped ch
 def sample(launched: tuple[int, ...], token: str) -> Sample:
     """The CPU counts of every process of the session (`launched`: the processes the
     session started, the kernel or its sandbox, and a forked kernel's sandbox)."""
-    pids = set(launched) | procs.tagged(token)
-    for pid in launched:
-        pids |= procs.descendants(pid)
+    pids = set(launched) | procs.tagged(token) | procs.descendants(*launched)
     found = {}
     for pid in pids:
         ticks = procs.cpu_ticks(pid)

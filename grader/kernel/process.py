@@ -406,11 +406,10 @@ def kill_all(token: str, kernel_pids: tuple[int, ...] = ()) -> None:
     process with the session's token, below the kernel, or orphaned below us."""
 
     def find() -> set[int]:
-        found = procs.tagged(token) | procs.adopted(token)
-        for pid in kernel_pids:
-            if procs.alive(pid):
-                found |= {pid} | procs.descendants(pid)
-        return found
+        parents = procs.parent_map()  # one look at /proc for all three questions
+        line = {pid for pid in kernel_pids if pid in parents}
+        found = procs.tagged(token) | procs.adopted(token, parents) | line
+        return found | procs.descendants(*line, parents=parents)
 
     procs.kill_until_none(find)
 

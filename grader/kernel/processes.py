@@ -40,18 +40,17 @@ def adopt_orphans() -> bool:
     return _adopting
 
 
-def adopted(token: str | None = None) -> set[int]:
+def adopted(token: str | None = None, parents: dict[int, int] | None = None) -> set[int]:
     """Every live descendant of this process, once it adopts orphans (else nothing), less
     the kernels of sessions other than `token`'s and what runs below them: a batch worker
     starts the next notebook's kernel while the current one still runs."""
     if not _adopting:
         return set()
-    found = descendants(os.getpid())
-    for other, pids in list(_kernels.items()):
-        for pid in pids if other != token else ():
-            if pid in found:
-                found -= {pid} | descendants(pid)
-    return found
+    parents = parent_map() if parents is None else parents
+    found = descendants(os.getpid(), parents=parents)
+    spared = {pid for other, pids in list(_kernels.items()) if other != token for pid in pids}
+    spared &= found
+    return found - spared - descendants(*spared, parents=parents)
 
 
 def register_kernel(token: str, *pids: int | None) -> None:
@@ -119,15 +118,22 @@ def alive(pid: int) -> bool:
     return _state(pid) not in (b"", b"Z")
 
 
-def descendants(pid: int) -> set[int]:
-    """Live descendants of `pid`, read from /proc."""
+def parent_map() -> dict[int, int]:
+    """Every live process's parent, in one pass over /proc."""
     parents = {}
     for child in _pids():
         fields = _stat_fields(child)
         if fields and fields[0] != b"Z":
             parents[child] = int(fields[1])
+    return parents
+
+
+def descendants(*pids: int, parents: dict[int, int] | None = None) -> set[int]:
+    """Live descendants of `pids`, read from /proc (or from `parents`, one `parent_map`
+    for several questions about the same moment)."""
+    parents = parent_map() if parents is None else parents
     found: set[int] = set()
-    frontier = {pid}
+    frontier = set(pids)
     while frontier:
         frontier = {child for child, parent in parents.items() if parent in frontier} - found
         found |= frontier

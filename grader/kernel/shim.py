@@ -372,7 +372,13 @@ def _call(request, ns, modes, _device=_device):
     args = _decode(request.get("args", []), ns, device)
     kwargs = _decode(request.get("kwargs", {}), ns, device)
     if request.get("seed") is not None:
-        torch.manual_seed(request["seed"])
+        if _device["name"] == "cpu":
+            # the CPU's generator alone: torch.manual_seed also queues a seeding for each
+            # accelerator torch has not started, with a formatted stack (milliseconds,
+            # and memory, per call); nothing on the CPU draws from those
+            torch.default_generator.manual_seed(request["seed"])
+        else:
+            torch.manual_seed(request["seed"])
     if request["op"] == "grad":
         return _grad(target, args, kwargs, request, ns, modes)
     if request["op"] == "profile":

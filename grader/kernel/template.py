@@ -2,7 +2,8 @@
 
 A cold kernel boots a Python, ipykernel and torch: about two seconds of CPU, paid again
 for every notebook. The template (`zygote.py`, run as its own interpreter) pays it once
-per grading process and forks each kernel from itself. Each grading still gets a fresh
+per `grade` command (a batch's workers share their parent's) and forks each kernel from
+itself. Each grading still gets a fresh
 process that no earlier grading touched: the template never runs candidate code, and a
 forked kernel is never reused.
 
@@ -13,7 +14,8 @@ root, drops its capabilities where the sandbox has none, and takes the kernel's
 environment, descriptors and memory cap (see zygote.py). Killing the placeholder ends the
 PID namespace, and with it the kernel and all it started. The template itself sits outside
 every sandbox: no kernel can see it (its PID namespace), reach its socket (not in the
-sandbox's view; and it serves only the process that started it) or write its files.
+sandbox's view; and it serves only the process that started it and that process's
+children, which no kernel is) or write its files.
 
 Why forking is safe with torch on the CPU: the template imports torch but runs no op, so
 its OpenMP pool never started (a child of a process whose pool ran hangs on its first
@@ -42,7 +44,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from jupyter_client.provisioning import LocalProvisioner
 
@@ -64,6 +66,9 @@ PRELOAD = (
     "ipykernel.iostream", "ipykernel.heartbeat", "ipykernel.parentpoller",
     "jupyter_client.connect", "jupyter_core.paths", "comm", "debugpy", "jedi",
     "sqlite3", "asyncio", "tornado.ioloop", "zmq.eventloop.zmqstream",
+    "IPython.core.completerlib", "IPython.core.debugger", "IPython.core.logger",
+    "IPython.core.oinspect", "IPython.extensions.storemagic", "IPython.utils.wildcard",
+    "pdb", "faulthandler", "resource", "tornado.platform.asyncio", "zmq.utils.garbage",
 )  # fmt: skip
 REQUEST_SECONDS = 10.0  # a fork takes milliseconds; a template that does not answer is broken
 
@@ -97,13 +102,14 @@ class Template:
         self.started_at = 0.0
         self.ready_after: float | None = None
         self._process: subprocess.Popen[bytes] | None = None
+        self._pid: int | None = None
         self._ready = False
         self._lock = threading.Lock()
 
     @property
     def pid(self) -> int | None:
         """The template's pid, once started."""
-        return self._process.pid if self._process is not None else None
+        return self._pid
 
     def start(self, env: dict[str, str]) -> None:
         """Start the template's interpreter with `env` (does not wait for it)."""
@@ -118,15 +124,18 @@ class Template:
         self._process = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,  # the template exits when we close it (or die)
-            stdout=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
             stderr=None if debug else subprocess.DEVNULL,
             env=env,
             cwd=self.folder,
         )
-        procs.register_kernel(TEMPLATE_KEY, self._process.pid)
+        self._pid = self._process.pid
+        procs.register_kernel(TEMPLATE_KEY, self._pid)
 
     def wait_ready(self, timeout: float) -> None:
-        """Wait until the template listens.
+        """Wait until the template listens (it binds its socket before anything can fork
+        from it; a batch's workers share it, so readiness is a connection, not a line
+        they would race to read).
 
         Raises:
             TemplateError: it did not come up in `timeout` seconds, or exited.
@@ -135,21 +144,28 @@ class Template:
             return
         if self.broken:
             raise TemplateError(self.broken)
-        process = self._process
-        assert process is not None and process.stdout is not None
-        ready, _, _ = select.select([process.stdout], [], [], timeout)
-        line = os.read(process.stdout.fileno(), 64) if ready else b""
-        if line != b"ready\n":
-            self.broken = (
-                "the template did not start"
-                if ready
-                else f"the template was not ready in {timeout:g} s"
-            )
-            self.close()
-            raise TemplateError(self.broken)
+        deadline = time.monotonic() + timeout
+        while True:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as probe:
+                try:
+                    probe.connect(self.address)
+                    break
+                except OSError:
+                    pass
+            if self.pid is None or not procs.alive(self.pid):
+                self._fail("the template did not start")
+            if time.monotonic() > deadline:
+                self._fail(f"the template was not ready in {timeout:g} s")
+            time.sleep(0.01)
         self._ready = True
-        self.ready_after = time.monotonic() - self.started_at
-        log.info("warm template ready in %.2f s (pid %d)", self.ready_after, process.pid)
+        if self.ready_after is None and os.getpid() == self.owner:
+            self.ready_after = time.monotonic() - self.started_at
+            log.info("warm template ready in %.2f s (pid %s)", self.ready_after, self.pid)
+
+    def _fail(self, reason: str) -> NoReturn:
+        self.broken = reason
+        self.close()
+        raise TemplateError(reason)
 
     def fork(self, request: dict[str, Any], fds: list[int], timeout: float) -> tuple[int, int]:
         """Fork a kernel for `request` (see zygote.py) with `fds` attached: its pid and a
@@ -168,9 +184,7 @@ class Template:
                     socket.send_fds(conn, [json.dumps(request).encode()], fds)
                     data, got, _, _ = socket.recv_fds(conn, 1 << 16, 1)
             except OSError as e:
-                self.broken = f"the template did not answer ({e})"
-                self.close()
-                raise TemplateError(self.broken) from None
+                self._fail(f"the template did not answer ({e})")
         try:
             answer = json.loads(data) if data else {"error": "the template closed the request"}
         except ValueError:
@@ -184,11 +198,14 @@ class Template:
         return int(answer["pid"]), got[0]
 
     def close(self) -> None:
-        """Stop the template (kernels forked from it live on until their gradings end)."""
+        """Stop the template (kernels forked from it live on until their gradings end);
+        in a process it serves but did not start it (a batch worker), only forget it."""
         process, self._process = self._process, None
         self._ready = False
+        if os.getpid() != self.owner:
+            return
         if process is not None:
-            for stream in (process.stdin, process.stdout):
+            for stream in (process.stdin,):
                 if stream is not None:
                     stream.close()
             process.kill()
@@ -201,10 +218,11 @@ _templates: dict[int, Template] = {}  # by the pid of the process it serves
 
 
 def for_this_process(env: dict[str, str]) -> Template:
-    """This process's template, started now with `env` if there is none yet (a forked
-    worker gets its own: a template serves only the process that started it)."""
-    template = _templates.get(os.getpid())
-    if template is None:
+    """This process's template, started now with `env` if there is none yet. A template
+    serves the process that started it and that process's children: a batch's workers
+    use their parent's (one template for the whole batch)."""
+    template = _templates.get(os.getpid()) or _templates.get(os.getppid())
+    if template is None or template.broken:
         template = _templates[os.getpid()] = Template()
         template.start(env)
         if len(_templates) == 1:

@@ -9,7 +9,8 @@ starts no thread, event loop or zmq context, and never receives a secret: what a
 could find of it (its argv, its exec-time environment, its stack) is what every kernel has.
 
 Protocol: the grader connects to the template's Unix socket (SOCK_SEQPACKET; only the
-process that started the template is served) and sends one JSON request with its file
+process that started the template, and its direct children, a batch's workers, are
+served: never a kernel) and sends one JSON request with its file
 descriptors attached (SCM_RIGHTS). The template forks a *keeper* per request and goes back
 to listening. The keeper joins the grading's memory cgroup, enters the namespaces of the
 grading's placeholder process (bubblewrap's sandbox around `sleep`: user, mount, PID,
@@ -255,9 +256,19 @@ def _keeper(conn, request, fds, objects):
         os._exit(code)
 
 
+def _parent_of(pid):
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return int(stat[stat.rfind(b")") + 2 :].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def _serve(server, owner):
-    """Fork a keeper for each request of `owner` (the grader that started us) until the
-    grader closes our stdin (it went, one way or another)."""
+    """Fork a keeper for each request of `owner` (the grader that started us) or of a
+    direct child of it (a batch's workers), until the grader closes our stdin (it went,
+    one way or another). Kernels are never the owner's children."""
     while True:
         ready, _, _ = select.select([server, 0], [], [])
         if 0 in ready and not os.read(0, 1):
@@ -270,7 +281,7 @@ def _serve(server, owner):
             creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
             peer = struct.unpack("3i", creds)[0]
             data, fds, _, _ = socket.recv_fds(conn, MAX_REQUEST, MAX_FDS)
-            if peer != owner or not data:
+            if not data or (peer != owner and _parent_of(peer) != owner):
                 continue
             request = json.loads(data)
             if os.fork() == 0:
@@ -306,7 +317,6 @@ def main():
     server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     server.bind(address)
     server.listen(16)
-    os.write(1, b"ready\n")
     _serve(server, owner)
     with contextlib.suppress(OSError):  # the grader may have gone without a word
         os.unlink(address)

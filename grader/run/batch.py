@@ -121,13 +121,15 @@ def grade_all(
     """Grade `notebooks` with up to `jobs` worker processes; the outcomes in their order.
 
     `catalog` is loaded, and the grader's torch imported, before the workers are forked
-    (they inherit both). Interrupted (KeyboardInterrupt, `Stopped`), it stops every worker
+    (they inherit both); the warm template their kernels fork from is started here,
+    once, if it is not running yet. Interrupted (KeyboardInterrupt, `Stopped`), it stops every worker
     (each cleans up its kernels), kills whatever is left below this process and removes
     the batch's scratch folder.
     """
-    from grader.kernel.launch import SCRATCH_NAME_CHARS, scratch_root
+    from grader.kernel.launch import SCRATCH_NAME_CHARS, scratch_root, warm_up
 
     events = events or Events()
+    warm_up(limits)  # one template for every worker (they are its owner's children)
     context = multiprocessing.get_context("fork")
     queue = deque(enumerate(notebooks))
     outcomes: dict[int, Outcome] = {}
