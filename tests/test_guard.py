@@ -17,7 +17,8 @@ from grader.core.limits import Limits
 from grader.core.records import Finding, RecordReader, cell_file_names
 from grader.exercises._attention import ATTENTION
 from grader.kernel import Session
-from grader.kernel.launch import environment_changes, grader_folders, kernel_path
+from grader.kernel.launch import environment_changes, grader_folders
+from grader.kernel.sandbox import kernel_path
 from grader.suite.handle import Kernel
 
 ROOT = Path(__file__).resolve().parent.parent

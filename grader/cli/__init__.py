@@ -16,22 +16,33 @@ import warnings
 from collections.abc import Callable
 from typing import NoReturn
 
-from rich.console import Console
-
-from grader.cli import commands
-from grader.cli.grading import grade_command
 from grader.core.errors import ExitCode, GraderBug, GraderError
 from grader.core.signals import Stopped
 
-COMMANDS: dict[str, Callable[[list[str]], int]] = {
-    "list": commands.list_command,
-    "build": commands.build_command,
-    "hints": commands.hints_command,
-    "new": commands.new_command,
-    "merge": commands.merge_command,
-    "gradescope": commands.gradescope_command,
+COMMANDS: dict[str, str] = {
+    "list": "list_command",
+    "build": "build_command",
+    "hints": "hints_command",
+    "new": "new_command",
+    "merge": "merge_command",
+    "gradescope": "gradescope_command",
 }
-"""The subcommands; anything else on the command line is `grade PATH...`."""
+"""The subcommands, by their function in `grader.cli.commands` (imported when one runs);
+anything else on the command line is `grade PATH...`."""
+# Flags under which no kernel forks from the warm template, or no grading runs (see
+# `grader.kernel.template.cold_reason`): the template is then not started early.
+_NO_EARLY_TEMPLATE = ("--cold", "--kernel-user", "--device", "-h", "--help", "--version")
+
+
+def command(name: str) -> Callable[[list[str]], int] | None:
+    """The subcommand called `name`, or None."""
+    attribute = COMMANDS.get(name)
+    if attribute is None:
+        return None
+    from grader.cli import commands
+
+    found: Callable[[list[str]], int] = getattr(commands, attribute)
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         keep_private()  # other processes of this user cannot read our environment or memory
         stop_on_signals()
         try:
+            _warm_up_early(sys.argv[1:])
             code = main(sys.argv[1:])
         finally:
             ignore_signals()
@@ -51,11 +63,15 @@ def main(argv: list[str] | None = None) -> int:
             if template is not None:  # the warm template, if one started
                 template.close_all()
         _exit(code)
+    from rich.console import Console
+
+    from grader.cli.grading import grade_command
+
     warnings.filterwarnings("ignore")
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     try:
-        command = COMMANDS.get(argv[0]) if argv else None
-        return command(argv[1:]) if command else grade_command(argv)
+        chosen = command(argv[0]) if argv else None
+        return chosen(argv[1:]) if chosen else grade_command(argv)
     except GraderBug as e:  # the suite's fault: one line naming it, or the traceback
         debug = bool(os.environ.get("GRADER_DEBUG"))
         if debug:
@@ -83,6 +99,20 @@ def main(argv: list[str] | None = None) -> int:
             markup=False,
         )
         return ExitCode.INTERNAL_ERROR
+
+
+def _warm_up_early(argv: list[str]) -> None:
+    """`grade PATH...`: start the warm template before anything heavy is imported, so that
+    it boots (ipykernel, torch) while the grader imports its own torch and suites. The
+    parsed flags decide again in `grade_command` (a template already running is kept)."""
+    if not argv or argv[0] in COMMANDS:
+        return
+    if any(arg.split("=", 1)[0] in _NO_EARLY_TEMPLATE for arg in argv):
+        return
+    from grader.core.limits import Limits
+    from grader.kernel.launch import warm_up
+
+    warm_up(Limits())
 
 
 def _exit(code: int) -> NoReturn:

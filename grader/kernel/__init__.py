@@ -6,7 +6,12 @@
 - `cells`: what one execution gave (`Execution`, `CellRun`) and the output bounds;
 - `channel`: the call channel, two pipes per kernel (`Request`, `Answer`, frames, deadlines);
 - `wire`: the payload format of the call channel (plain data and raw tensors, bounded);
-- `launch`: the kernel's command, environment, import path and guard configuration;
+- `launch`: the kernel's command, environment, import path and guard configuration, and
+  whether it forks from the warm template (light: no Jupyter);
+- `manager`: the kernel as jupyter_client sees it (its kernelspec, manager, and the
+  provisioner of a forked kernel);
+- `template`: the warm template kernels are forked from (`zygote.py` is its program,
+  sent to a fresh interpreter as source text);
 - `processes`: finding and killing every process a kernel started;
 - `sandbox`: bubblewrap, for `--sandbox` and the PID namespace of every kernel;
 - `guard`, `shim`: the code that runs inside the kernel (sent there as source text, with

@@ -35,14 +35,8 @@ from grader.kernel import memory, wire
 from grader.kernel import processes as procs
 from grader.kernel.cells import TIMEOUT_NAME, CellClient, Execution, cell_line, one_line
 from grader.kernel.channel import Channel, Transfer
-from grader.kernel.launch import (
-    cold_reason,
-    hand_over,
-    kernel_ids,
-    kernel_manager,
-    sandboxed,
-    start_options,
-)
+from grader.kernel.launch import cold_reason, hand_over, kernel_ids, sandboxed, start_options
+from grader.kernel.manager import kernel_manager
 
 MiB = 1024**2
 # Any one Jupyter message bigger than this is dropped by ZeroMQ before it is read.

@@ -41,12 +41,9 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
-
-from jupyter_client.provisioning import LocalProvisioner
 
 from grader.core.limits import Limits
 from grader.kernel import processes as procs
@@ -317,52 +314,7 @@ class ForkedKernel:
         return 0 if result is None else result.si_status
 
 
-class WarmProvisioner(LocalProvisioner):
-    """Launches the kernel by forking it from the template into a fresh sandbox; when the
-    template cannot (it is broken, or this kernel's setup failed), launches the cold
-    command instead, and says why."""
-
-    plan: WarmPlan | None = None
-
-    async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> Any:
-        plan = self.plan
-        assert plan is not None
-        started = time.monotonic()
-        try:
-            forked = _fork_kernel(plan, kwargs)
-        except TemplateError as e:
-            plan.reason.append(str(e))
-            log.info("kernel starts cold: %s", e)
-            return await super().launch_kernel(cmd, **kwargs)
-        log.info("kernel forked from the warm template in %.3f s", time.monotonic() - started)
-        self.process = forked  # type: ignore[assignment]  # a Popen as far as jupyter_client sees
-        self.pid, self.pgid = forked.pid, None
-        self.cwd = kwargs.get("cwd")
-        return self.connection_info
-
-    async def kill(self, restart: bool = False) -> None:
-        if isinstance(self.process, ForkedKernel):
-            self.process.kill()
-            return
-        await super().kill(restart)
-
-    async def cleanup(self, restart: bool = False) -> None:
-        if isinstance(self.process, ForkedKernel):
-            self.process.release()
-        await super().cleanup(restart)
-
-
-def provisioner(manager: Any, plan: WarmPlan) -> WarmProvisioner:
-    """A `WarmProvisioner` for `manager` (assigned as its provisioner before the start)."""
-    manager.kernel_id = manager.kernel_id or str(uuid.uuid4())
-    made = WarmProvisioner(
-        kernel_id=manager.kernel_id, kernel_spec=manager.kernel_spec, parent=manager
-    )
-    made.plan = plan
-    return made
-
-
-def _fork_kernel(plan: WarmPlan, options: dict[str, Any]) -> ForkedKernel:
+def fork_kernel(plan: WarmPlan, options: dict[str, Any]) -> ForkedKernel:
     """Start the placeholder sandbox, then have the template fork the kernel into it.
 
     Raises:
