@@ -55,21 +55,27 @@ def main(argv: list[str] | None = None) -> int:
         keep_private()  # other processes of this user cannot read our environment or memory
         stop_on_signals()
         try:
-            _warm_up_early(sys.argv[1:])
-            code = main(sys.argv[1:])
+            code = _run(sys.argv[1:], early=True)
         finally:
             ignore_signals()
             template = sys.modules.get("grader.kernel.template")
             if template is not None:  # the warm template, if one started
                 template.close_all()
         _exit(code)
-    from rich.console import Console
+    return _run(argv)
 
-    from grader.cli.grading import grade_command
 
+def _run(argv: list[str], early: bool = False) -> int:
+    """Run the command line `argv` (`early`: the `grade` process itself, which may start
+    the warm template first); every error, and a stopping signal arriving at any moment
+    (an import included), becomes a line on stderr and an exit code."""
     warnings.filterwarnings("ignore")
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    err = _Stderr()
     try:
+        if early:
+            _warm_up_early(argv)
+        from grader.cli.grading import grade_command
+
         chosen = command(argv[0]) if argv else None
         return chosen(argv[1:]) if chosen else grade_command(argv)
     except GraderBug as e:  # the suite's fault: one line naming it, or the traceback
@@ -99,6 +105,15 @@ def main(argv: list[str] | None = None) -> int:
             markup=False,
         )
         return ExitCode.INTERNAL_ERROR
+
+
+class _Stderr:
+    """rich's console on stderr, imported when there is something to say."""
+
+    def print(self, text: str, markup: bool = False) -> None:
+        from rich.console import Console
+
+        Console(stderr=True, highlight=False, soft_wrap=True).print(text, markup=markup)
 
 
 def _warm_up_early(argv: list[str]) -> None:
