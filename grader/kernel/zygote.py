@@ -134,6 +134,7 @@ def _kernel(request, fds, status_w, rootfd, flags, objects):
             _drop_capabilities()
         _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
         os.setsid()
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a fresh Python
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # as Python sets it at start
         _place_fds(fds, request["fd_targets"], keep=(status_w,))
@@ -298,6 +299,8 @@ def main():
     path, address = json.loads(sys.argv[1]), sys.argv[2]
     sys.path[:] = path
     owner = os.getppid()  # it holds our stdin's other end: we end when it closes
+    # Ctrl-C reaches the grader's whole process group: the grader stops, then closes us
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # What a kernel loads before it answers: a forked kernel starts with all of it.
     import ipykernel.ipkernel  # noqa: F401
     import ipykernel.kernelapp  # noqa: F401
