@@ -12,6 +12,15 @@ os.environ.setdefault("PYTHONPATH", os.path.dirname(os.path.dirname(os.path.absp
 _COHORT = pytest.StashKey[dict]()
 
 
+def pytest_configure(config):
+    """One warm template for the whole run: every `grade` a test starts (a direct child of
+    this process) forks its kernels from it rather than booting its own (see
+    `share_template`); a batch still starts its own, for its workers."""
+    from grader.kernel.launch import share_template
+
+    os.environ.update(share_template())
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
     """The tests that read the cohort (tests/cohort.py) run last: its batch grades in the

@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -17,7 +18,7 @@ import pytest
 
 from grader.suite.corpus import apply
 from grader.tools.new import skeleton
-from tests.helpers import ROOT, Graded, assert_full_marks
+from tests.helpers import ROOT, Graded, assert_full_marks, grade_many
 
 _BLOCK = re.compile(r"^( *)```python\n(.*?)^\1```", re.MULTILINE | re.DOTALL)
 
@@ -52,11 +53,6 @@ def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         cwd=cwd,
         timeout=600,
     )
-
-
-def grade_in(project: Path, notebook: Path) -> Graded:
-    done = run(str(notebook), "--json", "--exercises", str(project / "exercises"), cwd=project)
-    return Graded(done.returncode, done.stdout, done.stderr)
 
 
 def test_the_readme_shows_what_grade_new_writes():
@@ -129,10 +125,44 @@ def test_grade_list_shows_the_new_exercise_and_where_it_came_from(project):
     assert "--exercises" in " ".join(table.split())
 
 
+@dataclass(frozen=True)
+class Authored:
+    """`grade hints` run on the new project, then every notebook the tests read graded in
+    one batch with `--exercises`."""
+
+    hints: subprocess.CompletedProcess[str]
+    corpus: dict  # corpus.py's names
+    notebooks: dict[str, Graded]  # by name: solution, scaffold, builtin, each change's
+
+
+@pytest.fixture(scope="module")
+def graded(project, tmp_path_factory) -> Authored:
+    exercises = project / "exercises"
+    hints = run("hints", "--exercises", str(exercises), "--root", str(project), cwd=project)
+    corpus: dict = {}
+    exec((exercises / "softmax_rows" / "corpus.py").read_text(), corpus)
+    solution = nbformat.read(project / "solutions" / "softmax_rows.ipynb", as_version=4)
+    folder = tmp_path_factory.mktemp("authoring-graded")
+    paths = {
+        "solution": project / "solutions" / "softmax_rows.ipynb",
+        "scaffold": project / "notebooks" / "softmax_rows.ipynb",
+    }
+    for change in [*corpus["MUTANTS"], *corpus["VARIANTS"]]:
+        paths[change.name] = folder / f"{change.name}.ipynb"
+        nbformat.write(apply(solution, change), paths[change.name])
+    builtin = nbformat.read(paths["solution"], as_version=4)
+    cell = builtin.cells[1]
+    start = cell.source.index("    # BEGIN SOLUTION")
+    cell.source = cell.source[:start] + "    return torch.softmax(x, dim=-1)\n"
+    paths["builtin"] = folder / "builtin.ipynb"
+    nbformat.write(builtin, paths["builtin"])
+    return Authored(hints, corpus, grade_many(paths, "--exercises", str(exercises)))
+
+
 @pytest.mark.kernel
-def test_the_solution_earns_full_marks_and_the_scaffold_nothing(project):
-    assert_full_marks(grade_in(project, project / "solutions" / "softmax_rows.ipynb"))
-    scaffold = grade_in(project, project / "notebooks" / "softmax_rows.ipynb")
+def test_the_solution_earns_full_marks_and_the_scaffold_nothing(graded):
+    assert_full_marks(graded.notebooks["solution"])
+    scaffold = graded.notebooks["scaffold"]
     assert scaffold.returncode == 1, scaffold.stderr
     report = scaffold.report
     assert report["score"] == 0
@@ -144,46 +174,31 @@ def test_the_solution_earns_full_marks_and_the_scaffold_nothing(project):
 
 
 @pytest.mark.kernel
-def test_the_corpus_is_caught_and_the_variant_keeps_full_marks(project, tmp_path):
-    namespace: dict = {}
-    exec((project / "exercises" / "softmax_rows" / "corpus.py").read_text(), namespace)
-    solution = nbformat.read(project / "solutions" / "softmax_rows.ipynb", as_version=4)
-    for change in [*namespace["MUTANTS"], *namespace["VARIANTS"]]:
-        path = tmp_path / f"{change.name}.ipynb"
-        nbformat.write(apply(solution, change), path)
-        graded = grade_in(project, path)
+def test_the_corpus_is_caught_and_the_variant_keeps_full_marks(graded):
+    assert graded.corpus["MUTANTS"] and graded.corpus["VARIANTS"]
+    for change in [*graded.corpus["MUTANTS"], *graded.corpus["VARIANTS"]]:
+        result = graded.notebooks[change.name]
         if hasattr(change, "level"):
-            assert graded.returncode == 1, graded.stderr
-            assert graded.failing_levels()[:1] == [change.level], (change.name, graded.report)
+            assert result.returncode == 1, result.stderr
+            assert result.failing_levels()[:1] == [change.level], (change.name, result.report)
         else:
-            assert_full_marks(graded)
+            assert_full_marks(result)
 
 
 @pytest.mark.kernel
-def test_grade_hints_records_the_corpus_and_the_card_names_each_mutants_bug(project, tmp_path):
+def test_grade_hints_records_the_corpus_and_the_card_names_each_mutants_bug(project, graded):
     exercises = project / "exercises"
-    done = run("hints", "--exercises", str(exercises), "--root", str(project), cwd=project)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == f"softmax_rows: wrote {exercises / 'softmax_rows' / 'hints.json'}"
-    namespace: dict = {}
-    exec((exercises / "softmax_rows" / "corpus.py").read_text(), namespace)
-    solution = nbformat.read(project / "solutions" / "softmax_rows.ipynb", as_version=4)
-    for mutant in namespace["MUTANTS"]:
-        path = tmp_path / f"{mutant.name}.ipynb"
-        nbformat.write(apply(solution, mutant), path)
-        assert grade_in(project, path).report["hints"] == [mutant.hint]
-    assert grade_in(project, project / "solutions" / "softmax_rows.ipynb").report["hints"] == []
+    assert graded.hints.returncode == 0, graded.hints.stderr
+    written = exercises / "softmax_rows" / "hints.json"
+    assert graded.hints.stdout.strip() == f"softmax_rows: wrote {written}"
+    for mutant in graded.corpus["MUTANTS"]:
+        assert graded.notebooks[mutant.name].report["hints"] == [mutant.hint], mutant.name
+    assert graded.notebooks["solution"].report["hints"] == []
 
 
 @pytest.mark.kernel
-def test_builtin_softmax_is_caught_by_the_exercises_own_watch(project, tmp_path):
-    solution = nbformat.read(project / "solutions" / "softmax_rows.ipynb", as_version=4)
-    cell = solution.cells[1]
-    start = cell.source.index("    # BEGIN SOLUTION")
-    cell.source = cell.source[:start] + "    return torch.softmax(x, dim=-1)\n"
-    path = tmp_path / "builtin.ipynb"
-    nbformat.write(solution, path)
-    report = grade_in(project, path).report
+def test_builtin_softmax_is_caught_by_the_exercises_own_watch(graded):
+    report = graded.notebooks["builtin"].report
     bad = {t["id"]: t["message"] for t in report["tests"] if t["status"] != "passed"}
     assert list(bad) == ["no_builtin_softmax"], bad
     assert bad["no_builtin_softmax"].startswith("built-in softmax in the source: ")

@@ -209,7 +209,7 @@ def test_sandbox_without_bubblewrap_exits_2(tmp_path):
 WALK_FOR_SOLUTIONS = """\
 import os
 found = []
-for top in ["/"]:
+for top in [TOP]:
     for folder, subfolders, files in os.walk(top):
         subfolders[:] = [s for s in subfolders if s not in ("proc", "sys", "dev")]
         found += [
@@ -225,11 +225,12 @@ raise RuntimeError(f"found: {sorted(found)[:5]}")
 def test_sandbox_is_on_by_default_and_shows_no_solutions_or_suites(tmp_path):
     """Walking the whole disk from the kernel finds no notebook and no suite: the clone
     (solutions/, exercises/, tests/) is not in the allow-list. Without the sandbox the
-    same walk finds them (the test can fail)."""
-    graded = graded_with(tmp_path, WALK_FOR_SOLUTIONS)
+    walk finds them from the checkout's parent folder (the test can fail)."""
+    graded = graded_with(tmp_path, WALK_FOR_SOLUTIONS.replace("TOP", "'/'"))
     assert graded.report["sandboxed"] is True
     assert cell_errors(graded) == ["RuntimeError: found: []"], cell_errors(graded)
-    plain = graded_with(tmp_path, WALK_FOR_SOLUTIONS, "--no-sandbox")
+    top = repr(str(SOLUTIONS.parent.parent))
+    plain = graded_with(tmp_path, WALK_FOR_SOLUTIONS.replace("TOP", top), "--no-sandbox")
     assert plain.report["sandboxed"] is False
     assert cell_errors(plain) != ["RuntimeError: found: []"]
 

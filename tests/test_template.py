@@ -158,18 +158,31 @@ def test_cold_is_a_fresh_interpreter(tmp_path, catalog):
     assert not probe["forked"]
 
 
-def test_a_dead_template_means_a_cold_start_not_a_failed_grading(tmp_path, catalog, caplog):
+@pytest.fixture
+def own_template(monkeypatch):
+    """This process gets a template of its own for the test (the run's shared one, which
+    tests/conftest.py started, is set aside and given back)."""
+    monkeypatch.delenv(template.SHARE_VARIABLE, raising=False)
+    shared = template._templates.pop(os.getpid(), None)
+    try:
+        yield
+    finally:
+        template.close_all()
+        if shared is not None:
+            template._templates[os.getpid()] = shared
+
+
+def test_a_dead_template_means_a_cold_start_not_a_failed_grading(
+    tmp_path, catalog, caplog, own_template
+):
     path = notebook_with(tmp_path, "probe", PROBE)
     first = grade_file(path, catalog=catalog)
     assert reports(_as_outcome(first))["forked"]
-    warm = template.for_this_process(template_environment())
+    warm = template.for_this_process(template_environment(), template_key())
     assert warm.pid is not None
     os.kill(warm.pid, signal.SIGKILL)
     caplog.set_level("INFO", logger="grader.kernel")
-    try:
-        second = grade_file(path, catalog=catalog)
-    finally:
-        template.close_all()
+    second = grade_file(path, catalog=catalog)
     assert second.report.score == second.report.max_score
     assert not reports(_as_outcome(second))["forked"]
     assert any("starts cold" in r.getMessage() for r in caplog.records)
@@ -179,6 +192,12 @@ def template_environment() -> dict[str, str]:
     from grader.kernel.launch import template_environment
 
     return template_environment()
+
+
+def template_key() -> str:
+    from grader.kernel.launch import template_key
+
+    return template_key()
 
 
 def _as_outcome(graded):
@@ -194,14 +213,17 @@ def test_the_template_stops_when_its_grader_dies(tmp_path):
     import time
 
     code = (
-        "from grader.kernel.launch import template_environment\n"
+        "from grader.kernel.launch import template_environment, template_key\n"
         "from grader.kernel import template\n"
-        "t = template.for_this_process(template_environment())\n"
+        "t = template.for_this_process(template_environment(), template_key())\n"
         "t.wait_ready(60)\n"
         "print(t.pid, t.folder, flush=True)\n"
         "import time; time.sleep(60)\n"
     )
-    grader = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    env = {k: v for k, v in os.environ.items() if k != template.SHARE_VARIABLE}
+    grader = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env
+    )
     assert grader.stdout is not None
     pid, folder = grader.stdout.readline().split()
     grader.kill()
@@ -228,23 +250,79 @@ holes = sorted(fd for pair in pipes[:2] for fd in pair)[:3]
 for fd in (fd for pair in pipes[:3] for fd in pair):
     os.close(fd)  # free low numbers, as a kernel's own fd table has
 targets = [holes[1], holes[0], holes[2]]  # a naive dup lands on another's target
+status_r, status_w = os.pipe()  # the kernel's own pipe, on numbers the grader's need
+assert {status_r, status_w} & set(targets)
+os.close(status_r)
 inodes = [os.fstat(fd).st_ino for fd in received]
-_place_fds(received, targets, keep=())
-print([os.fstat(t).st_ino for t in targets] == inodes)
+status = os.fstat(status_w).st_ino
+[kept] = _place_fds(received, targets, keep=(status_w,))
+print([os.fstat(t).st_ino for t in targets] == inodes, os.fstat(kept).st_ino == status)
 listed = [int(f) for f in os.listdir("/proc/self/fd")]
 still = [f for f in listed if f > 2 and os.path.exists(f"/proc/self/fd/{f}")]  # not listdir's
-print(sorted(still) == sorted(targets))
+print(sorted(still) == sorted([*targets, kept]))
 """
 
 
 def test_passed_descriptors_land_at_their_numbers_whatever_is_open_there():
     """The grader's pipes keep their numbers in a forked kernel even where those numbers
-    are taken in the template's child (a batch's first kernel met this), and nothing else
-    stays open."""
+    are taken in the template's child (a batch's first kernel met this), the kernel's own
+    status pipe stays open wherever it was (a grader with fewer descriptors of its own, one
+    that uses a shared template, met this), and nothing else stays open."""
     import subprocess
 
     root = str(Path(__file__).resolve().parent.parent)
     done = subprocess.run(
         [sys.executable, "-c", PLACE_FDS, root], capture_output=True, text=True, timeout=60
     )
-    assert done.stdout.split() == ["True", "True"], done.stderr
+    assert done.stdout.split() == ["True", "True", "True"], done.stderr
+
+
+def _grade_verbose(*args: str, env: dict[str, str] | None = None) -> str:
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-m", "grader.cli", *args, "--json", "-v"],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stderr
+
+
+def test_a_grade_forks_from_the_template_its_parent_shares(tmp_path):
+    """The run's shared template (tests/conftest.py) serves the `grade` commands a test
+    starts; one whose kernels would be passed other variables, or a batch (whose workers
+    the shared template would not serve), starts its own."""
+    if not os.environ.get(template.SHARE_VARIABLE):
+        pytest.skip("kernels start cold here: there is no template to share")
+    solution = str(SOLUTIONS / "mha_interview.ipynb")
+    shared = f"kernel forked from the warm template shared by process {os.getpid()} in"
+    assert shared in _grade_verbose(solution)
+    other = _grade_verbose(solution, env={**os.environ, "LC_GRADER_TEST": "other"})
+    assert "warm template ready" in other and "shared by" not in other, other
+    copies = [tmp_path / "a.ipynb", tmp_path / "b.ipynb"]
+    for copy in copies:
+        copy.write_bytes((SOLUTIONS / "mha_interview.ipynb").read_bytes())
+    batch = _grade_verbose(*map(str, copies), "-j", "2")
+    assert batch.count("kernel forked from the warm template in") == 2, batch
+
+
+def test_a_shared_template_is_used_only_from_a_private_folder(tmp_path, monkeypatch):
+    """A listener in a folder others can enter is not taken for a template (anyone could
+    have put it there); in a folder only our user can enter, it is."""
+    import socket
+
+    from grader.kernel.launch import template_key
+
+    folder = tmp_path / "shared"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)
+    address = str(folder / "t")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as listener:
+        listener.bind(address)
+        listener.listen()
+        monkeypatch.setenv(template.SHARE_VARIABLE, f"{template_key()} {address}")
+        assert template._borrow(template_key()) is None
+        folder.chmod(0o700)
+        borrowed = template._borrow(template_key())
+        assert borrowed is not None and borrowed.borrowed and borrowed.pid == os.getpid()
+        assert template._borrow("another key") is None

@@ -239,7 +239,7 @@ def _grade_batch(plan: Plan) -> int:
     from grader.suite.exercise import load_catalog, use_exercises
 
     began = time.monotonic()
-    warm_up(limits)  # the workers' template boots while the suites load
+    warm_up(limits, for_children=True)  # the workers' template boots while the suites load
     use_exercises(args.exercises)
     catalog = load_catalog()  # before the workers fork: they inherit it, and torch
     if args.exercise and args.exercise not in catalog:

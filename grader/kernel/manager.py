@@ -25,6 +25,7 @@ from grader.kernel.launch import (
     hand_over,
     start_prefix,
     template_environment,
+    template_key,
 )
 from grader.kernel.sandbox import kernel_path
 
@@ -123,7 +124,7 @@ def kernel_manager(
     kernel_args[1] = manager.connection_file
     plan = template.WarmPlan(
         placeholder, kernel_args, memory_bytes, hangup_fd, group, startup_timeout,
-        template_environment(),
+        template_environment(), template_key(),
     )  # fmt: skip
     manager.provisioner = provisioner(manager, plan)
     return manager
@@ -146,7 +147,8 @@ class WarmProvisioner(LocalProvisioner):
             plan.reason.append(str(e))
             log.info("kernel starts cold: %s", e)
             return await super().launch_kernel(cmd, **kwargs)
-        log.info("kernel forked from the warm template in %.3f s", time.monotonic() - started)
+        took = time.monotonic() - started
+        log.info("kernel forked from the warm template%s in %.3f s", forked.shared, took)
         self.process = forked  # type: ignore[assignment]  # a Popen as far as jupyter_client sees
         self.pid, self.pgid = forked.pid, None
         self.cwd = kwargs.get("cwd")

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -36,6 +37,8 @@ import select
 import shutil
 import signal
 import socket
+import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -52,6 +55,7 @@ from grader.kernel.sandbox import kernel_path
 log = logging.getLogger("grader.kernel")
 
 ZYGOTE_SOURCE = (Path(__file__).parent / "zygote.py").read_text()
+SHARE_VARIABLE = "GRADER_TEMPLATE"  # "KEY ADDRESS": the template a parent shares
 TEMPLATE_KEY = "\0template"  # its entry in `processes.register_kernel`: spared by all sessions
 # The placeholder every forked kernel's sandbox is built around.
 PLACEHOLDER = ["/bin/sh", "-c", "echo ready; exec sleep 2147483647"]
@@ -90,11 +94,15 @@ def cold_reason(limits: Limits, contained: bool) -> str:
 class Template:
     """The warm template of one grading process (see `for_this_process`)."""
 
-    def __init__(self) -> None:
-        self.owner = os.getpid()
-        self.folder = Path(tempfile.mkdtemp(prefix="grader-template-"))
-        os.chmod(self.folder, 0o700)
-        self.address = str(self.folder / "t")
+    def __init__(self, address: str | None = None) -> None:
+        self.borrowed = address is not None  # shared by our parent: not ours to stop
+        self.owner = -1 if self.borrowed else os.getpid()
+        self.folder = (
+            Path(address).parent if address else Path(tempfile.mkdtemp(prefix="grader-template-"))
+        )
+        if address is None:
+            os.chmod(self.folder, 0o700)
+        self.address = address or str(self.folder / "t")
         self.broken = ""  # why it cannot fork kernels (it is then never asked again)
         self.started_at = 0.0
         self.ready_after: float | None = None
@@ -102,6 +110,14 @@ class Template:
         self._pid: int | None = None
         self._ready = False
         self._lock = threading.Lock()
+
+    @classmethod
+    def borrowing(cls, address: str, pid: int) -> Template:
+        """The template listening at `address` (pid `pid`), shared by our parent."""
+        template = cls(address)
+        template._pid = pid
+        template._ready = True
+        return template
 
     @property
     def pid(self) -> int | None:
@@ -214,17 +230,72 @@ class Template:
 _templates: dict[int, Template] = {}  # by the pid of the process it serves
 
 
-def for_this_process(env: dict[str, str]) -> Template:
-    """This process's template, started now with `env` if there is none yet. A template
-    serves the process that started it and that process's children: a batch's workers
-    use their parent's (one template for the whole batch)."""
+def for_this_process(env: dict[str, str], key: str, *, for_children: bool = False) -> Template:
+    """This process's template. A template serves the process that started it and that
+    process's direct children: a batch's workers use their parent's (one template for the
+    whole batch), and a `grade` uses the one its parent shares under `key` (see
+    `launch.share_template`), unless its own children are to use it (`for_children`).
+    Otherwise one is started now with `env`."""
     template = _templates.get(os.getpid()) or _templates.get(os.getppid())
-    if template is None or template.broken:
-        template = _templates[os.getpid()] = Template()
-        template.start(env)
-        if len(_templates) == 1:
+    if template is not None and (template.broken or (for_children and template.borrowed)):
+        template = None
+    if template is None:
+        template = None if for_children else _borrow(key)
+        if template is None:
+            template = Template()
+            template.start(env)
+        if not _templates:
             atexit.register(close_all)
+        _templates[os.getpid()] = template
     return template
+
+
+def fingerprint(env: dict[str, str]) -> str:
+    """A template's identity for sharing: this interpreter, the template's program and
+    preloads, the kernel's path and the variables kernels are passed (`env`)."""
+    blob = json.dumps([sys.executable, ZYGOTE_SOURCE, PRELOAD, kernel_path(), sorted(env.items())])
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def _listener(address: str, deadline: float) -> bytes:
+    """The credentials of the process listening at `address`, waiting until `deadline` for
+    a template that is still booting (its folder is there, its socket not yet).
+
+    Raises:
+        OSError: nothing listens there by then.
+    """
+    while True:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as probe:
+            try:
+                probe.connect(address)
+                return probe.getsockopt(
+                    socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")
+                )
+            except FileNotFoundError:
+                if time.monotonic() > deadline or not os.path.isdir(os.path.dirname(address)):
+                    raise
+        time.sleep(0.02)
+
+
+def _borrow(key: str) -> Template | None:
+    """The template our parent shares under `key` (`SHARE_VARIABLE`), if it is there,
+    answers, and is ours: a folder only our user can enter, a listener of our user."""
+    shared_key, _, address = os.environ.get(SHARE_VARIABLE, "").partition(" ")
+    if shared_key != key or not address:
+        return None
+    try:
+        folder = os.lstat(Path(address).parent)
+        if not stat.S_ISDIR(folder.st_mode) or folder.st_uid != os.geteuid():
+            return None
+        if folder.st_mode & 0o077:
+            return None
+        creds = _listener(address, time.monotonic() + REQUEST_SECONDS)
+    except OSError:
+        return None
+    pid, uid, _ = struct.unpack("3i", creds)
+    if uid != os.geteuid():
+        return None
+    return Template.borrowing(address, pid)
 
 
 def close_all() -> None:
@@ -245,6 +316,7 @@ class WarmPlan:
     group: Path | None  # the kernel's memory cgroup
     startup_timeout: float
     template_env: dict[str, str]  # the template's, if this kernel must start it
+    template_key: str  # which shared template it may use (`fingerprint`)
     reason: list[str] = field(default_factory=list)  # set when the kernel started cold
 
 
@@ -254,6 +326,8 @@ class ForkedKernel:
     not our child; killing it also ends its placeholder, and so its PID namespace."""
 
     stdin = stdout = stderr = None
+
+    shared = ""  # " shared by process N" where the template is our parent's
 
     def __init__(self, pid: int, pidfd: int, placeholder: subprocess.Popen[bytes]) -> None:
         self.pid = pid
@@ -320,7 +394,7 @@ def fork_kernel(plan: WarmPlan, options: dict[str, Any]) -> ForkedKernel:
     Raises:
         TemplateError: either failed (what was started is stopped).
     """
-    template = for_this_process(plan.template_env)
+    template = for_this_process(plan.template_env, plan.template_key)
     if template.broken:
         raise TemplateError(template.broken)
     env = options["env"]
@@ -356,7 +430,10 @@ def fork_kernel(plan: WarmPlan, options: dict[str, Any]) -> ForkedKernel:
         if placeholder.stdout is not None:
             placeholder.stdout.close()
         raise
-    return ForkedKernel(pid, pidfd, placeholder)
+    forked = ForkedKernel(pid, pidfd, placeholder)
+    if template.borrowed:
+        forked.shared = f" shared by process {os.getppid()}"
+    return forked
 
 
 def _placeholder_leaf(placeholder: subprocess.Popen[bytes], timeout: float) -> int:

@@ -99,10 +99,12 @@ def _drop_capabilities():
 
 def _place_fds(fds, targets, keep):
     """Put each received descriptor at its target number, inheritable, and close every
-    other descriptor from 3 up but `keep`."""
-    floor = max([*targets, *fds, 2]) + 1  # above every target and every fd received
+    other descriptor from 3 up but `keep`, which move above every target (one may sit
+    where a received descriptor must go): their new numbers."""
+    floor = max([*targets, *fds, *keep, 2]) + 1  # above every number in play
     high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, floor) for fd in fds]
-    for fd in fds:
+    kept = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, floor) for fd in keep]
+    for fd in (*fds, *keep):
         os.close(fd)
     moved = []
     for fd, target in zip(high, targets, strict=True):
@@ -111,11 +113,12 @@ def _place_fds(fds, targets, keep):
     for fd in high:
         if fd not in moved:
             os.close(fd)
-    spare = set(moved) | set(keep)
+    spare = set(moved) | set(kept)
     for fd in sorted(int(name) for name in os.listdir("/proc/self/fd")):
         if fd > 2 and fd not in spare:
             with contextlib.suppress(OSError):
                 os.close(fd)
+    return kept
 
 
 def _kernel(request, fds, status_w, rootfd, flags, objects):
@@ -137,7 +140,7 @@ def _kernel(request, fds, status_w, rootfd, flags, objects):
         signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a fresh Python
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # as Python sets it at start
-        _place_fds(fds, request["fd_targets"], keep=(status_w,))
+        (status_w,) = _place_fds(fds, request["fd_targets"], keep=(status_w,))
         null = os.open(os.devnull, os.O_RDWR)
         os.dup2(null, 0)
         for target in (1, 2):

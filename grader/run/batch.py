@@ -129,7 +129,7 @@ def grade_all(
     from grader.kernel.launch import SCRATCH_NAME_CHARS, scratch_root, warm_up
 
     events = events or Events()
-    warm_up(limits)  # one template for every worker (they are its owner's children)
+    warm_up(limits, for_children=True)  # one template for every worker (its owner's children)
     context = multiprocessing.get_context("fork")
     queue = deque(enumerate(notebooks))
     outcomes: dict[int, Outcome] = {}
