@@ -10,6 +10,7 @@ import pytest
 os.environ.setdefault("PYTHONPATH", os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 _COHORT = pytest.StashKey[dict]()
+_BACKGROUND = pytest.StashKey[dict]()
 
 
 def pytest_configure(config):
@@ -29,11 +30,16 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def pytest_collection_finish(session):
-    """Start the cohort's one batch as soon as the run's tests are known: the notebooks of
-    every collected module whose tests read it."""
+    """Start the cohort's one batch as soon as the run's tests are known (the notebooks of
+    every collected module whose tests read it), and the background work of every module
+    with a `start_in_background(folder)` whose tests read `background`."""
     from tests.cohort import MEMBERS
     from tests.helpers import Batch
 
+    started = session.config.stash[_BACKGROUND] = {}
+    for module in {item.module for item in session.items if "background" in item.fixturenames}:
+        folder = Path(tempfile.mkdtemp(prefix="background-"))
+        started[module.__name__] = (folder, module.start_in_background(folder))
     modules = {item.module for item in session.items if "cohort" in item.fixturenames}
     wanted = [c for c in MEMBERS.values() if any(vars(m).get("COHORT") is c for m in modules)]
     if not wanted:
@@ -50,6 +56,9 @@ def pytest_collection_finish(session):
 
 
 def pytest_unconfigure(config):
+    for folder, work in config.stash.get(_BACKGROUND, {}).values():
+        work.stop()
+        shutil.rmtree(folder, ignore_errors=True)
     state = config.stash.get(_COHORT, None)
     if state is not None:
         process = state["batch"].process
@@ -74,3 +83,10 @@ def cohort(request):
         for key, name in state["names"][Path(path)]:
             result[key][name] = entry
     return result
+
+
+@pytest.fixture(scope="module")
+def background(request):
+    """What this module's `start_in_background` started, once done (its `result()`)."""
+    _, work = request.config.stash[_BACKGROUND][request.module.__name__]
+    return work.result()

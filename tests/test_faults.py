@@ -820,15 +820,29 @@ def run_fault(fault: Fault, root: Path) -> Outcome:
     )
 
 
-@pytest.fixture(scope="module")
-def outcomes(tmp_path_factory):
-    """Every fault graded, one more at a time than there are cores (several spend most of
-    their time waiting out a timeout), the longest bounds first."""
-    root = tmp_path_factory.mktemp("faults")
-    with ThreadPoolExecutor(WORKERS + 1) as pool:
+class Corpus:
+    """Every fault graded in the background from the end of collection (tests/conftest.py
+    starts it), one more at a time than there are cores (several spend most of their
+    time waiting out a timeout), the longest bounds first."""
+
+    def __init__(self, root: Path) -> None:
+        self.pool = ThreadPoolExecutor(WORKERS + 1)
         ordered = sorted(FAULTS, key=lambda f: -f.bound)
-        futures = {f.name: pool.submit(run_fault, f, root) for f in ordered}
-        return {name: future.result() for name, future in futures.items()}
+        self.futures = {f.name: self.pool.submit(run_fault, f, root) for f in ordered}
+
+    def result(self) -> dict[str, Outcome]:
+        return {name: future.result() for name, future in self.futures.items()}
+
+    def stop(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+start_in_background = Corpus
+
+
+@pytest.fixture(scope="module")
+def outcomes(background) -> dict[str, Outcome]:
+    return background
 
 
 def test_corpus_is_big_enough():
