@@ -19,7 +19,8 @@ and the session fixture `cohort` (tests/conftest.py) grades every notebook of ev
 module the run collected in one `grade PATH... --json -j N` batch, the first time a test
 asks for it. Each entry is a `Graded`, as if that notebook had been graded alone: what is
 tested is the grading, not the process around it. Tests that need a process of their own
-(flags, signals, the sandbox, faults, leftovers) keep `tests.helpers.grade`.
+(flags, signals, leftovers) keep `tests.helpers.grade`, or start it in the background
+(`start_in_background`, see tests/conftest.py) when they only read what it produced.
 """
 
 from __future__ import annotations
