@@ -19,11 +19,14 @@ from torch import nn
 from torch.nn import functional as F
 
 from grader.suite import checks
-from grader.suite.checks import Failed
 from grader.suite.exercise import Exercise, Watch
+from grader.suite.library import F32, F64, exactly_zero, randn
+from grader.suite.library import load_state as load
+from grader.suite.library import require_state as require
 
-F32, F64 = torch.float32, torch.float64
 Inputs = tuple[torch.Tensor, ...]
+# the generic helpers the suites reach as att.randn, att.require, ... (grader.suite.library)
+__all__ = ["F32", "F64", "exactly_zero", "load", "randn", "require"]
 
 
 SDPA = "scaled_dot_product_attention"
@@ -52,12 +55,6 @@ torch.backends.mha.set_fastpath_enabled(False)
 def exercise(**fields: Any) -> Exercise:
     """An attention exercise: torch's attention built-ins are forbidden and watched."""
     return Exercise(**fields, watch=ATTENTION, forbidden=FORBIDDEN)
-
-
-def randn(*shape: int, seed: int, scale: float = 1.0, dtype: torch.dtype = F32) -> torch.Tensor:
-    """Reproducible normal noise, independent of the global RNG."""
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g, dtype=F64).mul(scale).to(dtype)
 
 
 def causal_allow(t: int, s: int | None = None) -> torch.Tensor:
@@ -90,24 +87,6 @@ def qkv(inputs: Inputs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return q, k, v
 
 
-def require(state: Any, names: list[str], owner: str) -> dict[str, torch.Tensor]:
-    """The named tensors from a candidate state_dict, or a Failed naming what is missing."""
-    if not isinstance(state, dict):
-        raise checks.Interface(f"{owner}.state_dict() did not return a dict")
-    if missing := [n for n in names if not isinstance(state.get(n), torch.Tensor)]:
-        listed = ", ".join(missing[:4]) + (f" (+{len(missing) - 4} more)" if missing[4:] else "")
-        raise checks.Interface(f"{owner}.state_dict() has no {listed}: keep the scaffold's layers")
-    return {n: state[n] for n in names}
-
-
-def load(module: Any, owner: str, tensors: dict[str, torch.Tensor]) -> None:
-    """Overwrite some of the module's tensors; each must exist in its state_dict."""
-    answer = module.load_state_dict(tensors, strict=False)
-    unknown = list(answer[1]) if isinstance(answer, (tuple, list)) and len(answer) == 2 else []
-    if unknown:
-        raise checks.Interface(f"{owner}.state_dict() has no {', '.join(unknown[:4])} to load into")
-
-
 def oracle(heads: int, weights: list, biases: list) -> nn.MultiheadAttention:
     """A float64 nn.MultiheadAttention (batch first, eval mode) holding the projections, the
     out projection last: q, k, v and out, or a fused in_proj (q, k, v stacked) and out. An
@@ -130,13 +109,6 @@ def run_oracle(mha: nn.MultiheadAttention, inputs: Inputs, attn_mask=None, per_h
     q, k, v = (F.pad(t.double(), (0, mha.embed_dim - t.shape[-1])) for t in qkv(inputs))
     y, w = mha(q, k, v, attn_mask=attn_mask, need_weights=True, average_attn_weights=not per_head)
     return y, (w if per_head else w[:, None])
-
-
-def exactly_zero(t: torch.Tensor, what: str) -> None:
-    """Every entry of `t` is exactly 0 (and none is NaN)."""
-    checks.finite(t, what)
-    if float(t.abs().max()) != 0:
-        raise Failed(f"{what}: max {float(t.abs().max()):.3g}, want exactly 0")
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,22 @@ def test_every_dtype_crosses_the_wire_unchanged():
     assert _read({"value": torch.zeros(0, 3)})["value"].shape == (0, 3)
 
 
+def test_bytes_and_dicts_with_other_keys_cross_the_wire():
+    """What a tokenizer or a sampler answers: bytes, and dicts keyed by ints, bytes or
+    tuples of them (merges, vocabularies)."""
+    value = {"text": b"\x00\xffab", 3: [b"x", (2, b"")], (1, 2): torch.arange(3), b"k": {"s": 1}}
+    answer = _read({"value": value})["value"]
+    assert answer.keys() == value.keys() and answer["text"] == b"\x00\xffab"
+    assert answer[3] == [b"x", (2, b"")] and answer[b"k"] == {"s": 1}
+    assert torch.equal(answer[(1, 2)], torch.arange(3))
+
+
+def test_a_forged_mapping_or_bytes_entry_is_refused():
+    for forged in ({"m": [[{"b": "zz"}, 1]]}, {"m": [[[1], 2]]}, {"m": [[1]]}, {"b": "0g"}):
+        with pytest.raises(NoAnswer):
+            read_answer(_forged({"d": {"value": forged}}))
+
+
 def test_a_tensor_that_claims_more_bytes_than_it_holds_is_refused():
     forged = _forged({"d": {"value": {"T": ["float32", [2**20], 0, 4, [1]]}}}, b"\0" * 4)
     with pytest.raises(NoAnswer, match="do not match its shape"):

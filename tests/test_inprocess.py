@@ -111,6 +111,24 @@ class Scale(nn.Module):
 def double(x):
     return 2 * x
 
+class Counter:  # stateful: a step changes held tensors in place; a count; a property
+
+    def __init__(self, params):
+        self.params, self.steps = params, 0
+
+    @torch.no_grad()
+    def step(self):
+        for p in self.params:
+            p.sub_(p.grad)
+        self.steps += 1
+
+    @property
+    def twice(self):
+        return 2 * self.steps
+
+def tokens(data):
+    return {"ids": torch.tensor(list(data)), "pairs": {(data[0], data[1]): data[:2]}}
+
 def broken(x):
     return x.no_such_method()
 """
@@ -193,3 +211,24 @@ def test_a_cell_that_raises_is_recorded_and_the_rest_run():
     assert [c.status for c in session.cells] == [Status.PASSED, Status.ERROR, Status.PASSED]
     assert session.cells[1].message == "ZeroDivisionError: division by zero"
     assert session.namespace["y"] == 2
+
+
+def test_stateful_objects_hold_set_and_attributes(kernel):
+    """A value held in the kernel is the candidate's object: a call changes it in place,
+    and the suite reads it back; fields and properties read like values."""
+    p = kernel.hold(torch.ones(3), "p")
+    assert isinstance(p, Remote) and p.label == "p"
+    kernel.set_attribute(p, "grad", torch.full((3,), 0.5))
+    counter = kernel.new("Counter", [p])
+    counter.step()
+    counter.step()
+    assert torch.equal(kernel.attribute(p, "data"), torch.zeros(3))
+    assert kernel.attribute(counter, "steps") == 2 and kernel.attribute(counter, "twice") == 4
+    with pytest.raises(CandidateRaised, match="AttributeError"):
+        kernel.attribute(counter, "missing")
+
+
+def test_answers_that_are_not_float_tensors(kernel):
+    answer = kernel.get("tokens")(b"ab")
+    assert torch.equal(answer["ids"], torch.tensor([97, 98]))
+    assert answer["pairs"] == {(97, 98): b"ab"}

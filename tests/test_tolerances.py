@@ -196,3 +196,39 @@ def test_seed_001_with_its_reshape_fixed_earns_full_marks(cohort):
 @pytest.mark.kernel
 def test_float32_softmax_in_a_float64_call_earns_full_marks(cohort):
     assert_full_marks(cohort["tolerances"]["float32_softmax"])
+
+
+# -- exact answers: ids, masks, plain data ---------------------------------------------
+
+
+def test_equal_compares_exactly_and_names_the_first_difference():
+    checks.equal(torch.tensor([1, 2, 3], dtype=torch.int32), torch.tensor([1, 2, 3]), "ids")
+    with pytest.raises(Failed, match=r"ids: 1 of 3 elements differ; first at \[1\]: got 5, want 2"):
+        checks.equal(torch.tensor([1, 5, 3]), torch.tensor([1, 2, 3]), "ids")
+    with pytest.raises(checks.Interface, match="ids has dtype float32, want int64"):
+        checks.equal(torch.tensor([1.0, 2.0]), torch.tensor([1, 2]), "ids")
+    with pytest.raises(Failed, match="shape"):
+        checks.equal(torch.tensor([1, 2]), torch.tensor([[1, 2]]), "ids")
+    with pytest.raises(Failed, match="differ"):  # floats compared exactly: no tolerance
+        checks.equal(torch.tensor([1.0 + 1e-7]), torch.tensor([1.0]), "kept logits")
+
+
+def test_integers_wants_an_integer_tensor():
+    assert checks.integers(torch.tensor([3]), "ids").dtype == torch.int64
+    for wrong in (torch.tensor([3.0]), torch.tensor([True]), [3]):
+        with pytest.raises(checks.Interface):
+            checks.integers(wrong, "ids")
+
+
+def test_data_names_where_plain_answers_differ():
+    checks.data({(1, 2): 256, b"a": [1, (2, "x")]}, {(1, 2): 256, b"a": [1, (2, "x")]}, "m")
+    cases = [
+        ([1, [2, 3]], [1, [2, 4]], r"merges\[1\]\[1\]: got 3, want 4"),
+        ({(1, 2): 3}, {(1, 2): 3, (2, 3): 4}, r"merges: got no key \(2, 3\)"),
+        ([1, 2], [1, 2, 3], "got 2 items, want 3"),
+        (b"ab", "ab", r"got a bytes \(b'ab'\), want a str"),
+        (True, 1, "got a bool"),
+    ]
+    for actual, expected, message in cases:
+        with pytest.raises(Failed, match=message):
+            checks.data(actual, expected, "merges")

@@ -50,7 +50,9 @@ class Request(TypedDict, total=False):
 
     `op` is "call" (``target.method(*args, **kwargs)``, or ``target(...)`` without a
     method), "grad" (backpropagate ``sum(output * cotangent)``), "modules" (the submodules
-    of `target`), "output_cut" (what the shim dropped of each cell's output), "batch"
+    of `target`), "attribute" (the value of ``target.name``: a field, or a property run
+    like a call), "set" (``target.name = value``), "hold" (keep `value` in the kernel
+    and answer a reference to it), "output_cut" (what the shim dropped of each cell's output), "batch"
     (`requests`, answered in order, up to the first that raises), "profile" (time
     ``target(*args, **kwargs)`` and measure its peak memory: `repeat`, `warmup`, `budget`
     seconds; the answer is numbers, never the output) or "end" (the shim's loop returns).
@@ -73,6 +75,8 @@ class Request(TypedDict, total=False):
     repeat: int
     warmup: int
     budget: float
+    name: str
+    value: Any
 
 
 class Answer(TypedDict, total=False):

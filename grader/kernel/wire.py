@@ -8,6 +8,8 @@ then the raw bytes of every tensor it holds. The JSON carries None, booleans, nu
 strings and lists as themselves; everything else is an object with one tag:
 
     {"t": [...]} a tuple          {"d": {...}} a dict (string keys)
+    {"m": [[k, v], ...]} a dict with other keys (ints, bytes, tuples: any hashable value
+        the wire carries)         {"b": "hex"} bytes
     {"T": [dtype, shape, offset, nbytes, stride]} a tensor: the storage it spans is at
         offset in the blob, so its layout (a transposed view, say) crosses too
     {"dtype": "float32"}          {"size": [...]} a torch.Size
@@ -83,9 +85,19 @@ def _wire_tree(value, blobs, offset, depth, budget):
         return [_wire_tree(item, blobs, offset, depth + 1, budget) for item in value]
     if kind is tuple:
         return {"t": [_wire_tree(item, blobs, offset, depth + 1, budget) for item in value]}
+    if kind is bytes:
+        return {"b": value.hex()}
     if kind is dict:
         if not all(type(key) is str for key in value):
-            raise WireError("a dict with keys other than strings cannot be sent")
+            return {
+                "m": [
+                    [
+                        _wire_tree(key, blobs, offset, depth + 1, budget),
+                        _wire_tree(item, blobs, offset, depth + 1, budget),
+                    ]
+                    for key, item in value.items()
+                ]
+            }
         return {
             "d": {
                 key: _wire_tree(item, blobs, offset, depth + 1, budget)
@@ -174,6 +186,8 @@ def _tensor_bytes(tree, depth, max_depth):
         items = body
     elif tag == "d" and isinstance(body, dict):
         items = list(body.values())
+    elif tag == "m" and isinstance(body, list):
+        items = body  # [key, value] pairs: lists, one level deeper
     else:
         return 0
     return sum(_tensor_bytes(item, depth + 1, max_depth) for item in items)
@@ -207,6 +221,19 @@ def _unwire_tree(tree, blob):
         return tuple(_unwire_tree(item, blob) for item in body)
     if tag == "d" and isinstance(body, dict):
         return {key: _unwire_tree(item, blob) for key, item in body.items()}
+    if tag == "m" and isinstance(body, list):
+        pairs = [_unwire_tree(item, blob) for item in body]
+        if not all(isinstance(pair, list) and len(pair) == 2 for pair in pairs):
+            raise WireError("a malformed structure (a mapping entry that is not a pair)")
+        try:
+            return dict(pairs)
+        except TypeError:  # a key that cannot be hashed (a list, a tensor)
+            raise WireError("a malformed structure (a mapping key that cannot be hashed)") from None
+    if tag == "b" and isinstance(body, str):
+        try:
+            return bytes.fromhex(body)
+        except ValueError:
+            raise WireError("a malformed structure (bytes that are not hex)") from None
     if tag == "T":
         return _tensor(body, blob)
     if (

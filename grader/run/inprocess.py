@@ -116,7 +116,7 @@ def _shim_code() -> types.CodeType:
         return compile(SHIM_SOURCE, "<grader-shim>", "exec")
 
 
-_PLAIN = (type(None), bool, int, float, str, torch.dtype, torch.Size)
+_PLAIN = (type(None), bool, int, float, str, bytes, torch.dtype, torch.Size)
 
 
 def _wire(value: Any, depth: int = 0) -> Any:
@@ -135,5 +135,5 @@ def _wire(value: Any, depth: int = 0) -> Any:
         items = [_wire(item, depth + 1) for item in value]
         return items if type(value) is list else tuple(items)
     if type(value) is dict:
-        return {key: _wire(item, depth + 1) for key, item in value.items()}
+        return {_wire(key, depth + 1): _wire(item, depth + 1) for key, item in value.items()}
     raise TypeError(f"the wire does not carry {type(value).__qualname__}")

@@ -134,15 +134,87 @@ def _dtype(t: torch.Tensor) -> str:
     return str(t.dtype).replace("torch.", "")
 
 
-def tensor(value: Any, what: str, shape: Sequence[int] | None = None) -> torch.Tensor:
-    """`value` must be a tensor (of `shape`, when given); returns it."""
+def tensor(
+    value: Any, what: str, shape: Sequence[int] | None = None, *, floating: bool = True
+) -> torch.Tensor:
+    """`value` must be a tensor (of `shape`, when given; floating-point unless `floating`
+    is False); returns it."""
     if not isinstance(value, torch.Tensor):
         raise Interface(f"{what}: got {describe(value)}, want a torch.Tensor")
     if shape is not None and tuple(value.shape) != tuple(shape):
         raise Failed(f"{what} shape {tuple(value.shape)}, want {tuple(shape)}")
-    if not value.is_floating_point():
+    if floating and not value.is_floating_point():
         raise Interface(f"{what} has dtype {_dtype(value)}, want a floating-point tensor")
     return value
+
+
+def integers(value: Any, what: str, shape: Sequence[int] | None = None) -> torch.Tensor:
+    """`value` must be an integer tensor (token ids, indices, counts; of `shape`, when
+    given); returns it."""
+    t = tensor(value, what, shape, floating=False)
+    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+        raise Interface(f"{what} has dtype {_dtype(t)}, want an integer tensor")
+    return t
+
+
+def equal(actual: Any, expected: torch.Tensor, what: str) -> None:
+    """`actual` is a tensor exactly equal to `expected` (same shape; values compared
+    exactly: ids, masks, or floats that must not move at all). A float `expected` wants a
+    float tensor, any other an integer or bool one. The message names the first element
+    that differs and how many do."""
+    floating = expected.is_floating_point()
+    got = tensor(actual, what, expected.shape, floating=floating).detach()
+    if not floating and got.is_floating_point():
+        raise Interface(f"{what} has dtype {_dtype(got)}, want {_dtype(expected)}")
+    common = torch.float64 if floating else torch.int64
+    differs = got.to(common) != expected.detach().to(common)
+    count = int(differs.sum())
+    if count:
+        at = tuple(int(i) for i in torch.nonzero(differs)[0])
+        raise Failed(
+            f"{what}: {count} of {differs.numel()} elements differ; first at {list(at)}: "
+            f"got {got[at].item()!r}, want {expected[at].item()!r}"
+        )
+
+
+def data(actual: Any, expected: Any, what: str) -> None:
+    """`actual` equals `expected`, plain data compared exactly (ints, strings, bytes, and
+    lists, tuples and dicts of them): the message names the first place they differ."""
+    where = _first_difference(actual, expected, "")
+    if where is not None:
+        path, got, want = where
+        raise Failed(f"{what}{path}: got {got}, want {want}")
+
+
+def _first_difference(actual: Any, expected: Any, path: str) -> tuple[str, str, str] | None:
+    """(path, got, want) at the first place `actual` and `expected` differ, or None."""
+    if isinstance(expected, (list, tuple)):
+        if not isinstance(actual, (list, tuple)):
+            return path, describe(actual), f"a {type(expected).__name__}"
+        if len(actual) != len(expected):
+            return path, f"{len(actual)} items", f"{len(expected)}"
+        for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
+            if (found := _first_difference(a, e, f"{path}[{i}]")) is not None:
+                return found
+        return None
+    if isinstance(expected, dict):
+        if not isinstance(actual, dict):
+            return path, describe(actual), "a dict"
+        if missing := [k for k in expected if k not in actual]:
+            return path, f"no key {missing[0]!r}", f"{len(expected)} keys"
+        if extra := [k for k in actual if k not in expected]:
+            return path, f"an extra key {extra[0]!r}", f"{len(expected)} keys"
+        for key, e in expected.items():
+            if (found := _first_difference(actual[key], e, f"{path}[{key!r}]")) is not None:
+                return found
+        return None
+    if type(actual) is not type(expected) and not (
+        isinstance(actual, int) and isinstance(expected, int) and not isinstance(actual, bool)
+    ):
+        return path, describe(actual), f"a {type(expected).__name__} ({expected!r:.40})"
+    if actual != expected:
+        return path, f"{actual!r:.60}", f"{expected!r:.60}"
+    return None
 
 
 def pair(value: Any, what: str) -> tuple[Any, Any]:

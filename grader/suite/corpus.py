@@ -10,6 +10,7 @@ exercise.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -37,11 +38,14 @@ class Mutant:
 @dataclass(frozen=True)
 class Variant:
     """A correct alternative to the reference (replace `old`, found once, by `new`): it
-    must keep full marks."""
+    must keep full marks. Or, with `notebook` (a path relative to the exercise's folder),
+    a whole candidate notebook written apart from the reference, such as the scaffold
+    filled in by someone who never read the solution."""
 
     name: str
-    old: str
-    new: str
+    old: str = ""
+    new: str = ""
+    notebook: str = ""
 
 
 @dataclass(frozen=True)
@@ -64,21 +68,30 @@ def load_corpus(exercise: Exercise) -> Corpus:
         if e.name and module.startswith(e.name):  # no corpus.py (or no such package)
             return Corpus()
         raise
+    variants = [
+        dataclasses.replace(v, notebook=str(exercise.folder / v.notebook)) if v.notebook else v
+        for v in getattr(loaded, "VARIANTS", [])
+    ]
     return Corpus(
         list(getattr(loaded, "MUTANTS", [])),
-        list(getattr(loaded, "VARIANTS", [])),
+        variants,
         int(getattr(loaded, "MIN_MUTANTS", 0)),
     )
 
 
 def apply(notebook: nbformat.NotebookNode, change: Mutant | Variant) -> nbformat.NotebookNode:
-    """A copy of `notebook` with the change's one replacement made.
+    """A copy of `notebook` with the change's one replacement made (a variant with a
+    notebook of its own: that notebook, as `load_corpus` resolved its path).
 
     Raises:
         ValueError: `change.old` does not occur exactly once in the code cells.
     """
     import copy
 
+    import nbformat
+
+    if isinstance(change, Variant) and change.notebook:
+        return nbformat.read(change.notebook, as_version=4)
     nb = copy.deepcopy(notebook)
     hits = [c for c in nb.cells if c.cell_type == "code" and change.old in c.source]
     total = sum(c.source.count(change.old) for c in hits)

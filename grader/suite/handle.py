@@ -159,6 +159,32 @@ class Kernel:
         }
         return self._answer(request, f"{remote.label}.forward (backward pass)")
 
+    def attribute(self, remote: Remote, name: str) -> Any:
+        """The value of `remote.name` (a stateful object's field or property, such as a
+        cache's length), read in the kernel; a property runs under the watch like a call."""
+        request: Request = {"op": "attribute", "target": remote.target, "name": name}
+        return self._answer(request, f"{remote.label}.{name}")
+
+    def set_attribute(self, remote: Remote, name: str, value: Any) -> None:
+        """Set `remote.name = value` in the kernel (a tensor's ``grad``, an object's field);
+        a property's setter runs under the watch like a call."""
+        request: Request = {"op": "set", "target": remote.target, "name": name}
+        request["value"] = _wire(value)
+        self._answer(request, f"{remote.label}.{name}")
+
+    def hold(self, value: Any, label: str = "value") -> Remote:
+        """Send `value` (tensors and plain data) to the kernel and keep it there as an
+        object, returned as a Remote: a tensor the candidate's code then changes in place
+        (a parameter an optimizer steps), or one object several calls share. Reading it
+        back: `attribute(remote, "data")`, or a method call that returns a copy."""
+        request: Request = {"op": "hold"}
+        request["value"] = _wire(value)
+        held = self._answer(request, label)
+        if not isinstance(held, Remote):
+            raise NoAnswer("a hold answered with something else")
+        held.label = label
+        return held
+
     def modules(self, remote: Remote) -> list[ModuleEntry]:
         """(name, type) of every submodule of a candidate nn.Module; each entry's `bases`
         names the types it derives from."""
