@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from grader.core.outcomes import CandidateRaised
 from grader.suite import checks
 from grader.suite.checks import Failed
 from grader.suite.integrity import require_clean_source, require_nothing_seen
@@ -151,6 +152,22 @@ def train_mode_differs(module: Any, call: Callable[[Any], torch.Tensor], what: s
     y_train = call(module.seeded(3))
     checks.finite(y_train, f"train-mode {what}")
     checks.differ(y_train, y_eval, f"train-mode {what} vs eval mode")
+
+
+def raises(call: Callable[..., Any], args: Sequence[Any], expected: str, what: str) -> None:
+    """`call(*args)` (a Remote) raises an exception whose type is named `expected`
+    ("ValueError"), as the statement asks for bad input; returning, or raising another
+    type, fails. A stub's NotImplementedError passes through (the test is not
+    implemented)."""
+    try:
+        call(*args)
+    except CandidateRaised as error:
+        if error.not_implemented:
+            raise
+        if error.type != expected:
+            raise Failed(f"{what}: raised {error.type}, want {expected}") from None
+        return
+    raise Failed(f"{what}: returned, want {expected}")
 
 
 def no_builtin(kernel: Any, exercise: Any, run: Callable[[], Any] | None = None) -> None:
