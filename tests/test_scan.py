@@ -77,6 +77,19 @@ def findings(*cells: str) -> list[str]:
             "for fn in [F.scaled_dot_product_attention]:\n    pass",
             "def g(q):\n    return fn(q, q, q)",
         ],
+        # a function's own import: the attribute through the local is torch's
+        [
+            "def g(q):\n    import torch.nn.functional as G\n    return G.scaled_dot_product_attention(q, q, q)"
+        ],
+        [
+            "def g(q):\n    import torch\n    return torch.nn.functional.scaled_dot_product_attention(q, q, q)"
+        ],
+        [
+            "class M:\n    def f(self, q):\n        from torch.nn import functional as G\n        return G.scaled_dot_product_attention(q, q, q)"
+        ],
+        [
+            "def g(q):\n    G = torch.nn.functional\n    return G.scaled_dot_product_attention(q, q, q)"
+        ],
     ],
 )
 def test_built_ins_the_graded_code_reaches_are_found(cells):

@@ -56,22 +56,24 @@ def peak_memory(call, device="cpu"):
         peak = torch.cuda.max_memory_allocated() - before
         del output
         return max(0, int(peak))
-    from torch.profiler import ProfilerActivity, profile
+    from torch.autograd.profiler import profile
 
     # kineto prints "profiler_start" / "profiler_stop" lines to stderr at any level below 6
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as recorded:
+    # the autograd profiler records the same allocations as torch.profiler.profile, without
+    # the latter's first-use import of torch._inductor (seconds of CPU in every kernel)
+    with profile(profile_memory=True) as recorded:
         output = call()
         del output
-    return running_peak(_cpu_allocations(recorded))
+    return running_peak(_cpu_allocations(recorded.kineto_results))
 
 
-def _cpu_allocations(recorded):
+def _cpu_allocations(results):
     """(time in ns, bytes: + allocated, - freed) of every CPU allocation the profiler saw."""
     from torch.autograd import DeviceType
 
     events = []
-    for event in recorded.profiler.kineto_results.events():
+    for event in results.events():
         if event.name() == "[memory]" and event.device_type() == DeviceType.CPU:
             events.append((event.start_ns(), event.nbytes()))
     return events

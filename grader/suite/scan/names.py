@@ -269,12 +269,19 @@ class _Bindings:
         return (func.value, node.args[0]) if node.args else None
 
     def _reached(self, node: ast.AST) -> set[str]:
-        """Paths to check at this node: none through a local (checked where it was bound)."""
+        """Paths to check at this node. Through a local, only the attributes and items
+        reached beyond what it was bound to (that was checked where it was bound): a
+        function's own ``import torch.nn.functional as F`` still makes ``F.softmax``
+        torch's."""
         root = node
         while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
             root = root.func if isinstance(root, ast.Call) else root.value
-        if isinstance(root, ast.Name) and self.lookup(root.id)[0] == "local":
-            return set()
+        if isinstance(root, ast.Name):
+            where, bound = self.lookup(root.id)
+            if where == "local":
+                if not isinstance(node, (ast.Attribute, ast.Subscript)):
+                    return set()
+                return self.resolve(node) - bound
         return self.resolve(node)
 
     def carried(self, node: ast.AST) -> set[str]:
