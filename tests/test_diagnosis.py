@@ -17,7 +17,7 @@ from grader.core.outcomes import UNDEFINED, Status
 from grader.core.results import CellError, CheckResult, GradeReport, Problem
 from grader.report.card import failure_rows, for_candidate, render, to_html, to_markdown
 from grader.suite.exercise import Exercise
-from grader.tools.hints import hints_document, stale_hints
+from grader.tools.hints import hints_document, hints_sources, stale_hints
 from grader.verdict.diagnosis import HINTS_FILE, as_in_the_cell, hints, pattern, root_cause
 from grader.verdict.score import summarise
 
@@ -216,6 +216,21 @@ def test_hints_json_out_of_step_with_the_corpus_is_reported(tmp_path, monkeypatc
     (tmp_path / HINTS_FILE).write_text(hints_document([("scale", "scaled by d_out?", {})]))
     assert stale_hints(exercise)[1].endswith("out of date with corpus.py: run `grade hints demo`")
     (tmp_path / HINTS_FILE).write_text(hints_document([(n, h, {}) for n, h in corpus]))
+    assert stale_hints(exercise)[1].endswith(
+        "out of date with the suite or the solution: run `grade hints demo`"
+    )  # no digest of what the patterns were graded with
+    current = hints_document([(n, h, {}) for n, h in corpus], hints_sources(exercise))
+    (tmp_path / HINTS_FILE).write_text(current)
+    assert stale_hints(exercise) == [stale[0]]
+    (tmp_path / "suite.py").write_text("MESSAGE = 'reworded'\n")  # the suite changed
+    assert stale_hints(exercise)[1].endswith(
+        "out of date with the suite or the solution: run `grade hints demo`"
+    )
+    (tmp_path / "suite.py").write_text("MESSAGE = 'reworded'  # a comment\n")
+    (tmp_path / HINTS_FILE).write_text(
+        hints_document([(n, h, {}) for n, h in corpus], hints_sources(exercise))
+    )
+    (tmp_path / "suite.py").write_text("MESSAGE = (\n    'reworded'\n)\n")  # reformatted
     assert stale_hints(exercise) == [stale[0]]
 
 

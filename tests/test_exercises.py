@@ -1,16 +1,28 @@
-"""Every exercise in the catalog, end to end through the real `grade` CLI and real kernels:
-its solution earns full marks, its scaffold earns nothing with every test not implemented,
-every single-bug mutant of its corpus loses points first at the level a person would
-expect, and every correct variant keeps full marks. Exercises are data here (the catalog
-and each one's corpus.py): a new exercise needs no new test file."""
+"""Every exercise in the catalog, end to end: its solution earns full marks and its scaffold
+earns nothing with every test not implemented (the real `grade` CLI and real kernels), every
+correct variant keeps full marks (real kernels), and every single-bug mutant of its corpus
+loses points first at the level a person would expect, with its hint on the card.
+
+The mutants are graded in this process, through the same pipeline as `grade`
+(`grader.run.pipeline.grade` with an `InProcessSession`: the notebook's cells run here, the
+suite's calls go through the kernel's own shim): a mutant proves the suite, not the kernel,
+and this costs a seventh of a kernel's grading. The mutants on each exercise's last level
+(the from-scratch verdicts, which rest on the kernel's watch) are graded in real kernels
+too, and their kernel reports must fail the same tests as their in-process ones.
+Exercises are data here (the catalog and each one's corpus.py): a new exercise needs no
+new test file."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import nbformat
 import pytest
 
+from grader.core.notebook import read_notebook
+from grader.run.inprocess import InProcessSession
+from grader.run.pipeline import GradingContext, grade
 from grader.suite.corpus import Mutant, Variant, apply, load_corpus
 from grader.suite.exercise import load_catalog
 from tests.cohort import Cohort
@@ -28,6 +40,13 @@ EXERCISES = sorted(CATALOG)
 CORPORA = {id: load_corpus(CATALOG[id]) for id in EXERCISES}
 MUTANTS = [(id, m) for id in EXERCISES for m in CORPORA[id].mutants]
 VARIANTS = [(id, v) for id in EXERCISES for v in CORPORA[id].variants]
+# graded in real kernels as well: each exercise's first mutant and those on its last level
+KERNEL_MUTANTS = [
+    (id, m)
+    for id in EXERCISES
+    for i, m in enumerate(CORPORA[id].mutants)
+    if i == 0 or m.level == CATALOG[id].levels[-1]
+]
 
 
 def _id(case: tuple[str, Mutant | Variant]) -> str:
@@ -47,11 +66,24 @@ def _solutions_scaffolds_and_corpora(folder: Path) -> dict[str, Path]:
         paths[f"{exercise}/scaffold"] = SCAFFOLDS / f"{exercise}.ipynb"
         solution = nbformat.read(SOLUTIONS / f"{exercise}.ipynb", as_version=4)
         corpus = CORPORA[exercise]
-        for change in [*corpus.mutants, *corpus.variants]:
+        kernel_mutants = [m for id, m in KERNEL_MUTANTS if id == exercise]
+        for change in [*kernel_mutants, *corpus.variants]:
             path = folder / f"{exercise}__{change.name}.ipynb"
             nbformat.write(apply(solution, change), path)
             paths[f"{exercise}/{change.name}"] = path
     return paths
+
+
+def graded_in_process(exercise: str, mutant: Mutant, folder: Path) -> Graded:
+    """The mutant graded here, as `grade MUTANT --json` would grade it (its report and exit
+    code), with the notebook's cells run in this process."""
+    solution = nbformat.read(SOLUTIONS / f"{exercise}.ipynb", as_version=4)
+    path = folder / f"{exercise}__{mutant.name}.ipynb"
+    nbformat.write(apply(solution, mutant), path)
+    ctx = GradingContext(catalog=CATALOG, session=lambda limits: InProcessSession([], limits))
+    report = grade(read_notebook(path), ctx).report.to_dict()
+    code = 0 if report["score"] == report["max_score"] else 1
+    return Graded(code, json.dumps(report), "")
 
 
 @pytest.fixture
@@ -95,12 +127,11 @@ def test_scaffold_earns_nothing_and_every_test_is_not_implemented(graded, exerci
         assert stub in defined, test
 
 
-@pytest.mark.kernel
 @pytest.mark.slow
 @pytest.mark.parametrize("case", MUTANTS, ids=_id)
-def test_mutant_loses_points_at_the_expected_level(graded, case):
+def test_mutant_loses_points_at_the_expected_level(case, tmp_path):
     exercise, mutant = case
-    report = assert_first_fails_at(graded[f"{exercise}/{mutant.name}"], mutant)
+    report = assert_first_fails_at(graded_in_process(exercise, mutant, tmp_path), mutant)
     # One bug in the candidate's code may fail the notebook's own self-check (its last
     # code cell), never a cell that defines that code.
     last = _last_code_cell(exercise)
@@ -108,6 +139,22 @@ def test_mutant_loses_points_at_the_expected_level(graded, case):
     # The card names the bug: the hidden tests fail as this mutant's did when `grade hints`
     # recorded its pattern.
     assert mutant.hint and mutant.hint in report["hints"], report["hints"]
+
+
+@pytest.mark.kernel
+@pytest.mark.slow
+@pytest.mark.parametrize("case", KERNEL_MUTANTS, ids=_id)
+def test_a_kernel_fails_a_mutant_as_the_in_process_grading_does(graded, case, tmp_path):
+    exercise, mutant = case
+    kernel = graded[f"{exercise}/{mutant.name}"]
+    here = graded_in_process(exercise, mutant, tmp_path)
+
+    def failing(entry: Graded) -> list[tuple[str, str]]:
+        return [(t["id"], t["status"]) for t in entry.report["tests"] if t["status"] != "passed"]
+
+    assert failing(kernel) == failing(here)
+    assert kernel.report["hints"] == here.report["hints"]
+    assert kernel.returncode == here.returncode == 1
 
 
 @pytest.mark.kernel

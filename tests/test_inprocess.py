@@ -1,12 +1,12 @@
 """The fast layer: the runner, remote objects, the shim's answers and every exercise's checks
-against its solution, scaffold and corpus, with the notebook run in this process
+against its solution and scaffold, with the notebook run in this process
 (`grader.run.inprocess.InProcessSession`) instead of a kernel. What only a kernel can show
 (timeouts, deaths, the guard, the sandbox) is tested with real kernels elsewhere; the
-real-kernel corpus test (`test_exercises.py`) stays the proof of record."""
+corpora are graded in this process too, through the whole pipeline, by
+`test_exercises.py` (which checks a sample against real kernels)."""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 
@@ -19,18 +19,20 @@ from grader.core.outcomes import CandidateRaised, Status
 from grader.core.results import CheckResult
 from grader.run.inprocess import InProcessSession
 from grader.run.runner import run_checks
-from grader.suite.corpus import Mutant, Variant, apply, load_corpus
 from grader.suite.exercise import Exercise, load_catalog
-from grader.suite.handle import Foreign, Kernel, Remote
+from grader.suite.handle import (
+    Foreign,
+    Kernel,
+    Remote,
+    attribute_step,
+    call_step,
+    hold_step,
+    set_step,
+)
 from tests.helpers import SCAFFOLDS, SOLUTIONS
 
 CATALOG = load_catalog()
 EXERCISES = sorted(CATALOG)
-CASES = [
-    (id, change)
-    for id in EXERCISES
-    for change in [*load_corpus(CATALOG[id]).mutants, *load_corpus(CATALOG[id]).variants]
-]
 
 
 def graded(exercise: Exercise, notebook: nbformat.NotebookNode) -> list[CheckResult]:
@@ -61,26 +63,6 @@ def test_solution_passes_every_check(exercise):
 def test_scaffold_is_not_implemented_everywhere(exercise):
     results = graded(CATALOG[exercise], read(SCAFFOLDS / f"{exercise}.ipynb"))
     assert {r.status for r in results} == {Status.NOT_IMPLEMENTED}
-
-
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1].name}")
-def test_corpus_entry_first_fails_at_its_level(case):
-    """A mutant passes every level below its own and fails one check on it; a variant passes
-    all. (Checks above the mutant's level are not run here: the kernel corpus runs them.)"""
-    exercise_id, change = case
-    exercise = CATALOG[exercise_id]
-    solution = read(SOLUTIONS / f"{exercise_id}.ipynb")
-    if isinstance(change, Mutant):
-        level = exercise.levels.index(change.level) + 1
-        exercise = dataclasses.replace(
-            exercise, checks=[c for c in exercise.checks if c.level <= level]
-        )
-    results = graded(exercise, apply(solution, change))
-    failing = [(r.level, r.id, r.message) for r in results if r.status != Status.PASSED]
-    if isinstance(change, Variant):
-        assert failing == []
-    else:
-        assert failing and {f[0] for f in failing} == {level}, failing
 
 
 # -- remote objects and the shim's answers, on a small notebook ------------------------
@@ -232,3 +214,22 @@ def test_answers_that_are_not_float_tensors(kernel):
     answer = kernel.get("tokens")(b"ab")
     assert torch.equal(answer["ids"], torch.tensor([97, 98]))
     assert answer["pairs"] == {(97, 98): b"ab"}
+
+
+def test_a_batch_mixes_holds_sets_calls_and_reads_in_one_request(kernel):
+    """A stateful run in one round trip: what an optimizer's lockstep test sends."""
+    (p,) = kernel.batch([hold_step(torch.ones(2), "p")])
+    counter = kernel.new("Counter", [p])
+    before = kernel.session.calls
+    steps = []
+    for g in (0.25, 0.5):
+        steps += [set_step(p, "grad", torch.full((2,), g)), call_step(counter, "step")]
+        steps.append(attribute_step(p, "data"))
+    steps.append(attribute_step(counter, "twice"))
+    answers = kernel.batch(steps)
+    assert kernel.session.calls == before + 1
+    assert answers[0] is None and answers[1] is None  # a set, a step
+    assert torch.equal(answers[2], torch.full((2,), 0.75))
+    assert torch.equal(answers[5], torch.full((2,), 0.25)) and answers[6] == 4
+    with pytest.raises(CandidateRaised, match="Counter.missing"):
+        kernel.batch([call_step(counter, "step"), call_step(counter, "missing")])

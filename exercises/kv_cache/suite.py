@@ -148,11 +148,8 @@ def length(kernel, cache, what: str, want: int) -> None:
 
 def kv(answer, what: str, shape) -> tuple[torch.Tensor, torch.Tensor]:
     """update's answer: a pair of tensors of `shape`."""
-    if not isinstance(answer, (tuple, list)) or len(answer) != 2:
-        raise checks.Interface(f"{what}: got {checks.describe(answer)}, want a pair (k, v)")
-    return checks.tensor(answer[0], f"{what} keys", shape), checks.tensor(
-        answer[1], f"{what} values", shape
-    )
+    k, v = checks.pair(answer, what, ("k", "v"))
+    return checks.tensor(k, f"{what} keys", shape), checks.tensor(v, f"{what} values", shape)
 
 
 def kv_rows(n: int, seed: int, dtype=F64):

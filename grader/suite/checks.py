@@ -217,10 +217,11 @@ def _first_difference(actual: Any, expected: Any, path: str) -> tuple[str, str, 
     return None
 
 
-def pair(value: Any, what: str) -> tuple[Any, Any]:
-    """`value` must be a 2-tuple (or list), e.g. forward's (output, weights)."""
+def pair(value: Any, what: str, names: tuple[str, str] = ("output", "weights")) -> tuple[Any, Any]:
+    """`value` must be a 2-tuple (or list) of what `names` says, e.g. forward's (output,
+    weights) or a cache's (k, v)."""
     if not isinstance(value, (tuple, list)) or len(value) != 2:
-        raise Interface(f"{what}: got {describe(value)}, want a pair (output, weights)")
+        raise Interface(f"{what}: got {describe(value)}, want a pair ({', '.join(names)})")
     return value[0], value[1]
 
 
@@ -249,7 +250,7 @@ def small(t: torch.Tensor, what: str, bound: float) -> None:
 
 
 def close(
-    actual: torch.Tensor,
+    actual: Any,
     expected: torch.Tensor,
     what: str,
     *,

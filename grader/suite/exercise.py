@@ -338,6 +338,11 @@ def sources_digest(folder: Path, exact: bool = False) -> str:
     return digest.hexdigest()
 
 
+def code_digest(path: Path) -> bytes:
+    """What `sources_digest` reads of one Python file: its syntax tree without positions."""
+    return _code(path)
+
+
 def _code(path: Path) -> bytes:
     """The file's syntax tree without positions (its bytes, if it does not parse)."""
     text = path.read_bytes()

@@ -56,6 +56,41 @@ class ModuleEntry(tuple):
         return entry
 
 
+@dataclass(frozen=True)
+class Step:
+    """One request of a `Kernel.batch`, with how its errors name it (`label`). Made by
+    `call_step`, `attribute_step`, `set_step` and `hold_step`."""
+
+    request: Request
+    label: str
+
+
+def call_step(remote: Remote, method: str | None = None, *args: Any, **kwargs: Any) -> Step:
+    """``remote.method(*args, **kwargs)`` (or ``remote(...)``) as a step of a batch."""
+    label = f"{remote.label}.{method}" if method else remote.call_label
+    return Step(_request(remote.target, method, args, kwargs, remote.seed), label)
+
+
+def attribute_step(remote: Remote, name: str) -> Step:
+    """Reading ``remote.name`` as a step of a batch (see `Kernel.attribute`)."""
+    return Step(
+        {"op": "attribute", "target": remote.target, "name": name}, f"{remote.label}.{name}"
+    )
+
+
+def set_step(remote: Remote, name: str, value: Any) -> Step:
+    """``remote.name = value`` as a step of a batch (see `Kernel.set_attribute`); it
+    answers None."""
+    request: Request = {"op": "set", "target": remote.target, "name": name, "value": _wire(value)}
+    return Step(request, f"{remote.label}.{name}")
+
+
+def hold_step(value: Any, label: str = "value") -> Step:
+    """Keeping `value` in the kernel as a step of a batch (see `Kernel.hold`): it answers
+    a Remote."""
+    return Step({"op": "hold", "value": _wire(value)}, label)
+
+
 class Kernel:
     """The suite's handle on the candidate's kernel."""
 
@@ -113,19 +148,33 @@ class Kernel:
         the results in order (the kernel stops at the first call that raises, which is
         raised here as `CandidateRaised`)."""
         label = remote.call_label
-        requests = [_request(remote.target, None, a, k, remote.seed) for a, k in calls]
-        answer = self.session.call({"op": "batch", "requests": list(requests)})
+        steps = [Step(_request(remote.target, None, a, k, remote.seed), label) for a, k in calls]
+        return self.batch(steps)
+
+    def batch(self, steps: Sequence[Step]) -> list:
+        """Every step (calls, attribute reads and sets, holds: `call_step`, ...) in one
+        round trip, in order; their answers in order. A stateful run, such as an optimizer
+        stepped many times with gradients set between the steps, costs one request. The
+        kernel stops at the first step that raises, raised here as `CandidateRaised`."""
+        if not steps:
+            return []
+        answer = self.session.call({"op": "batch", "requests": [s.request for s in steps]})
         answers = answer.get("answers")
-        if not isinstance(answers, list) or not answers or len(answers) > len(requests):
+        if not isinstance(answers, list) or not answers or len(answers) > len(steps):
             raise NoAnswer("a batch answered with something else")
         results = []
-        for item in answers:
+        for item, step in zip(answers, steps, strict=False):
             if not isinstance(item, dict):
                 raise NoAnswer("a batch answered with something else")
             if "raised" in item:
-                raise CandidateRaised(label, item["raised"])
-            results.append(self._unwire(item.get("value"), label))
-        if len(results) < len(requests):
+                raise CandidateRaised(step.label, item["raised"])
+            value = self._unwire(item.get("value"), step.label)
+            if step.request.get("op") == "hold":
+                if not isinstance(value, Remote):
+                    raise NoAnswer("a hold answered with something else")
+                value.label = step.label
+            results.append(value)
+        if len(results) < len(steps):
             raise NoAnswer("a batch answered fewer calls than it asked")
         return results
 
@@ -162,27 +211,21 @@ class Kernel:
     def attribute(self, remote: Remote, name: str) -> Any:
         """The value of `remote.name` (a stateful object's field or property, such as a
         cache's length), read in the kernel; a property runs under the watch like a call."""
-        request: Request = {"op": "attribute", "target": remote.target, "name": name}
-        return self._answer(request, f"{remote.label}.{name}")
+        step = attribute_step(remote, name)
+        return self._answer(step.request, step.label)
 
     def set_attribute(self, remote: Remote, name: str, value: Any) -> None:
         """Set `remote.name = value` in the kernel (a tensor's ``grad``, an object's field);
         a property's setter runs under the watch like a call."""
-        request: Request = {"op": "set", "target": remote.target, "name": name}
-        request["value"] = _wire(value)
-        self._answer(request, f"{remote.label}.{name}")
+        step = set_step(remote, name, value)
+        self._answer(step.request, step.label)
 
     def hold(self, value: Any, label: str = "value") -> Remote:
         """Send `value` (tensors and plain data) to the kernel and keep it there as an
         object, returned as a Remote: a tensor the candidate's code then changes in place
         (a parameter an optimizer steps), or one object several calls share. Reading it
         back: `attribute(remote, "data")`, or a method call that returns a copy."""
-        request: Request = {"op": "hold"}
-        request["value"] = _wire(value)
-        held = self._answer(request, label)
-        if not isinstance(held, Remote):
-            raise NoAnswer("a hold answered with something else")
-        held.label = label
+        (held,) = self.batch([hold_step(value, label)])
         return held
 
     def modules(self, remote: Remote) -> list[ModuleEntry]:

@@ -5,6 +5,7 @@ notebook's failures against; and the checks `grade build --check` makes of that 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from grader.core.limits import Limits
@@ -12,10 +13,42 @@ from grader.suite.exercise import Exercise
 from grader.verdict.diagnosis import HINTS_FILE, _read, pattern
 
 
-def hints_document(entries: list[tuple[str, str, dict[str, str]]]) -> str:
-    """The text of ``hints.json`` for (mutant name, hint, failure pattern), in order."""
+def hints_document(entries: list[tuple[str, str, dict[str, str]]], sources: str = "") -> str:
+    """The text of ``hints.json`` for (mutant name, hint, failure pattern), in order, and
+    the digest of what the patterns were graded with (`hints_sources`)."""
     mutants = [{"name": n, "hint": h, "fails": dict(sorted(f.items()))} for n, h, f in entries]
-    return json.dumps({"mutants": mutants}, indent=1, ensure_ascii=False) + "\n"
+    head = {"python": _PYTHON, "sources": sources} if sources else {}
+    return json.dumps({**head, "mutants": mutants}, indent=1, ensure_ascii=False) + "\n"
+
+
+_PYTHON = "{}.{}".format(*sys.version_info[:2])
+
+
+def hints_sources(exercise: Exercise) -> str:
+    """A digest of what decides the mutants' failure patterns: the exercise's suite (and
+    any module beside it), the modules shared by the exercises of its folder, the check
+    helpers' messages (`grader.suite.checks`, `grader.suite.library`) and the solution's
+    code cells. Formatting and comments do not change it (syntax trees, as the catalog's
+    digest); a reworded message or a changed check does."""
+    import hashlib
+
+    import nbformat
+
+    from grader.suite import checks, library
+    from grader.suite.exercise import code_digest, sources_digest
+
+    assert exercise.folder is not None
+    digest = hashlib.sha256(sources_digest(exercise.folder).encode())
+    shared = sorted(exercise.folder.parent.glob("*.py"))
+    for path in [*shared, Path(checks.__file__), Path(library.__file__)]:
+        digest.update(code_digest(path))
+    solution = exercise.folder.parent.parent / "solutions" / f"{exercise.id}.ipynb"
+    try:
+        notebook = nbformat.read(solution, as_version=4)
+        digest.update("\0".join(c.source for c in notebook.cells if c.cell_type == "code").encode())
+    except (OSError, ValueError):
+        digest.update(b"no solution")
+    return digest.hexdigest()
 
 
 def mutant_hints(exercise: Exercise) -> list[tuple[str, str]]:
@@ -34,12 +67,18 @@ def stale_hints(exercise: Exercise) -> list[str]:
     path = exercise.folder / HINTS_FILE
     lines = [f"{exercise.folder / 'corpus.py'}: {n} has no hint" for n, h in mutants if not h]
     try:
-        written = json.loads(path.read_text(encoding="utf-8"))["mutants"]
-        recorded = [(str(m["name"]), str(m["hint"])) for m in written]
+        document = json.loads(path.read_text(encoding="utf-8"))
+        recorded = [(str(m["name"]), str(m["hint"])) for m in document["mutants"]]
     except (OSError, ValueError, KeyError, TypeError):
         return [*lines, f"{path}: missing or unreadable: run `grade hints {exercise.id}`"]
     if recorded != mutants:
         lines.append(f"{path}: out of date with corpus.py: run `grade hints {exercise.id}`")
+    elif document.get("python", _PYTHON) == _PYTHON and document.get("sources") != (
+        hints_sources(exercise)
+    ):  # the digest is of syntax trees: only comparable on the Python that wrote it
+        lines.append(
+            f"{path}: out of date with the suite or the solution: run `grade hints {exercise.id}`"
+        )
     return lines
 
 
@@ -95,6 +134,6 @@ def write_hints(exercise: Exercise, solution: Path, jobs: int, limits: Limits) -
             raise ExerciseError(f"{exercise.id}: mutant {mutant.name} passes every test")
         entries.append((mutant.name, mutant.hint, fails))
     path = exercise.folder / HINTS_FILE
-    path.write_text(hints_document(entries), encoding="utf-8")
+    path.write_text(hints_document(entries, hints_sources(exercise)), encoding="utf-8")
     _read.cache_clear()
     return path
