@@ -233,7 +233,8 @@ def load_catalog(package: str = "grader.exercises") -> Catalog:
         except _Broken as e:
             catalog.broken[info.name] = str(e)
             continue
-        exercise.folder = folder
+        if exercise.folder is None:  # a suite that re-exports another's keeps that one's
+            exercise.folder = folder
         catalog[exercise.id] = exercise
     return catalog
 
