@@ -17,6 +17,14 @@ SOFTMAX = "torch.softmax(scores.masked_fill(blocked, 0.0), dim=-1)"
 SPLIT = "return t.reshape(B, T, -1, self.head_dim).transpose(1, 2)"
 
 MUTANTS = [
+    Mutant(
+        "module_uses_sdpa",
+        "out = grouped_query_attention(q, k, v, is_causal=is_causal)",
+        "out = torch.nn.functional.scaled_dot_product_attention(\n"
+        "            q, k, v, is_causal=is_causal, enable_gqa=True\n        )",
+        "from scratch",
+        hint="the module calls torch's scaled_dot_product_attention (enable_gqa=True), not its own grouped_query_attention?",
+    ),
     # --- shapes
     Mutant(
         "kv_proj_full_width",

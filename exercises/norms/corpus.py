@@ -21,6 +21,13 @@ AFFINE = """    out = centered * torch.rsqrt(var + eps) * weight.to(xf.dtype)
     return out.to(x.dtype)"""
 
 MUTANTS = [
+    Mutant(
+        "module_uses_torch_layer_norm",
+        "        return layer_norm(x, self.weight, self.bias, self.eps)",
+        "        return torch.nn.functional.layer_norm(x, x.shape[-1:], self.weight, self.bias, self.eps)",
+        "from scratch",
+        hint="LayerNorm.forward calls torch's F.layer_norm instead of the notebook's layer_norm?",
+    ),
     # shapes
     Mutant(
         "rms_mean_without_keepdim",
