@@ -1,0 +1,312 @@
+"""Hidden suite for `bpe`: byte-level BPE in pure Python (`train_bpe`, and a `Tokenizer` with
+`encode` and `decode`), as GPT-2 and CS336's assignment 1 define it.
+
+Answers are plain data, not tensors: `train_bpe` returns (dict[int, bytes], list of pairs of
+bytes), `encode` a list of ints, `decode` a str. They cross the wire as themselves and are
+compared exactly (`checks.data`, whose message names the first place they differ) against
+the grader's own implementation (`reference.py`), run here in the grader's process.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from grader.exercises.bpe import reference as ref
+from grader.suite import checks
+from grader.suite import library as lib
+from grader.suite.exercise import Exercise, Watch
+from grader.suite.handle import call_step
+
+TRAIN, TOKENIZER = "train_bpe", "Tokenizer"
+# Tokenizer libraries: the kernel cannot import them (only the standard library and torch
+# are allowed), and the from-scratch level flags an import of any of them in the source.
+LIBRARIES = ("tiktoken", "tokenizers", "sentencepiece", "transformers", "minbpe")
+
+exercise = Exercise(
+    id="bpe",
+    title="Byte-level BPE: training, encoding and decoding, from scratch",
+    seed="-",
+    levels=[
+        "byte round trip",
+        "tiny training",
+        "pre-tokenization",
+        "exact merges",
+        "encoding",
+        "special tokens",
+        "edge cases",
+        "from scratch",
+    ],
+    defines=(TRAIN, TOKENIZER),
+    # nothing from torch is the built-in here: the library imports are scanned below
+    forbidden=(),
+    watch=Watch(what="tokenizer library"),
+    packages=(),  # the standard library only (torch is always importable)
+)
+
+BYTES = {i: bytes([i]) for i in range(256)}
+EOT = "<|endoftext|>"
+TEXTS = ["hello world", "", "héllo, 世界 🙂", "naïve café\n\n  tabs\tand_underscores", "🙂🙂x"]
+
+TINY = "aaabdaaabac"  # minbpe's example: 3 merges give [258, 100, 258, 97, 99]
+# No ties in its 4 merges; without pre-tokens, unweighted counts, or a plain \s+ instead of
+# \s+(?!\S), the merges differ.
+PIECES = "sat, the, 7, it's, on  2024, 7 sat  mat  sat  sat"
+FIXTURE = f"low lower lowest{EOT}newer wider new{EOT} the low newest widest\n\nlow  low lower"  # 20 merges after the special, with ties
+FIXTURE_SIZE = 256 + 1 + 20
+# After (a, a) and (" ", aa), three pairs occur twice: (" aa", c), (" ", b), (b, c). The
+# greatest by bytes is (b, c); by ids it would be (" aa", c); the smallest (" ", b).
+TIES = "aa aa aac aac bc bc"
+
+
+def tokenizer(kernel, vocab, merges, specials=None):
+    """The candidate's Tokenizer, built in the kernel (special_tokens passed only if given)."""
+    if specials is None:
+        return kernel.new(TOKENIZER, vocab, merges)
+    return kernel.new(TOKENIZER, vocab, merges, specials)
+
+
+def encodes(kernel, tok, texts, what):
+    """Each text's ids from the candidate, all in one round trip."""
+    got = kernel.batch([call_step(tok, "encode", t) for t in texts])
+    for text, ids in zip(texts, got, strict=True):
+        if not isinstance(ids, list):
+            raise checks.Interface(f"{what}.encode({text!r}): got {checks.describe(ids)}, "
+                                   "want a list of ints")  # fmt: skip
+    return got
+
+
+def same_ids(kernel, tok, texts, vocab, merges, specials, what):
+    """encode(text) equals the reference's ids for every text."""
+    for text, ids in zip(texts, encodes(kernel, tok, texts, what), strict=True):
+        checks.data(ids, ref.encode(text, vocab, merges, specials), f"{what}.encode({text!r})")
+
+
+def same_training(kernel, text, vocab_size, specials, what, *, vocab=True):
+    """train_bpe's merges (then its vocab) equal the reference's."""
+    got = kernel.get(TRAIN)(text, vocab_size, specials)
+    got_vocab, got_merges = checks.pair(got, what, ("vocab", "merges"))
+    want_vocab, want_merges = ref.train(text, vocab_size, specials)
+    checks.data(got_merges, want_merges, f"{what} merges")
+    if vocab:
+        checks.data(got_vocab, want_vocab, f"{what} vocab")
+
+
+# ---------------------------------------------------------------- byte round trip
+
+
+@exercise.check("byte round trip", hidden=False)
+def returns_vocab_and_merges(kernel):
+    """train_bpe on no text returns the 256 single bytes and no merges."""
+    same_training(kernel, "", 256, [], "train_bpe('', 256, [])")
+
+
+@exercise.check("byte round trip", hidden=False)
+def bytes_without_merges(kernel):
+    """With no merges, encode gives the UTF-8 bytes as ids (ASCII, accents, CJK, emoji)."""
+    tok = tokenizer(kernel, BYTES, [])
+    for text, ids in zip(TEXTS, encodes(kernel, tok, TEXTS, "Tokenizer(bytes, [])"), strict=True):
+        checks.data(ids, list(text.encode("utf-8")), f"Tokenizer(bytes, []).encode({text!r})")
+
+
+@exercise.check("byte round trip")
+def decode_joins_bytes(kernel):
+    """decode of the UTF-8 bytes gives the text back, multi-byte characters included."""
+    tok = tokenizer(kernel, BYTES, [])
+    got = kernel.batch([call_step(tok, "decode", list(t.encode("utf-8"))) for t in TEXTS])
+    for text, back in zip(TEXTS, got, strict=True):
+        checks.data(back, text, f"decode(the UTF-8 bytes of {text!r})")
+
+
+# ---------------------------------------------------------------- tiny training
+
+
+@exercise.check("tiny training", points=2, hidden=False)
+def tiny_merges(kernel):
+    """train_bpe('aaabdaaabac', 259, []) makes aa, aaa, aaab (ids 256, 257, 258)."""
+    same_training(kernel, TINY, 259, [], f"train_bpe({TINY!r}, 259, [])")
+
+
+@exercise.check("tiny training")
+def tiny_encode(kernel):
+    """With those merges, 'aaabdaaabac' encodes as [258, 100, 258, 97, 99], and back."""
+    vocab, merges = ref.train(TINY, 259, [])
+    tok = tokenizer(kernel, vocab, merges)
+    texts = [TINY, "baaac", "daaab aaab"]
+    same_ids(kernel, tok, texts, vocab, merges, None, "Tokenizer(tiny)")
+    ids = ref.encode(TINY, vocab, merges)
+    checks.data(tok.decode(ids), TINY, f"Tokenizer(tiny).decode({ids})")
+
+
+# ---------------------------------------------------------------- pre-tokenization
+
+
+@exercise.check("pre-tokenization", points=2)
+def merges_stay_inside_pretokens(kernel):
+    """Pairs are counted inside pre-tokens only, weighted by how often each occurs."""
+    same_training(kernel, PIECES, 260, [], f"train_bpe({PIECES!r}, 260, [])", vocab=False)
+
+
+@exercise.check("pre-tokenization")
+def encode_by_pretokens(kernel):
+    """encode merges inside each pre-token, never across two."""
+    vocab, merges = ref.train(PIECES, 260, [])
+    tok = tokenizer(kernel, vocab, merges)
+    texts = [PIECES, "sat  sat,  7 sat\n\n sat", "it'sat"]
+    same_ids(kernel, tok, texts, vocab, merges, None, "Tokenizer(4 merges)")
+
+
+# ---------------------------------------------------------------- exact merges
+
+
+@exercise.check("exact merges", points=2)
+def fixture_merges(kernel):
+    """20 merges on a text with specials and ties, in order."""
+    same_training(kernel, FIXTURE, FIXTURE_SIZE, [EOT], "train_bpe(fixture)", vocab=False)
+
+
+@exercise.check("exact merges")
+def fixture_vocab(kernel):
+    """The vocab: bytes at 0..255, the special at 256, then one id per merge."""
+    got = kernel.get(TRAIN)(FIXTURE, FIXTURE_SIZE, [EOT])
+    got_vocab, _ = checks.pair(got, "train_bpe(fixture)", ("vocab", "merges"))
+    checks.data(got_vocab, ref.train(FIXTURE, FIXTURE_SIZE, [EOT])[0], "train_bpe(fixture) vocab")
+
+
+@exercise.check("exact merges")
+def ties_go_to_the_greater_pair(kernel):
+    """A three-way tie goes to the lexicographically greatest pair of bytes."""
+    same_training(kernel, TIES, 259, [], f"train_bpe({TIES!r}, 259, [])", vocab=False)
+
+
+# ---------------------------------------------------------------- encoding
+
+# Merged tokens whose ids do not follow their ranks; "abc" is a token, but BPE reaches
+# a + bc first (rank 0), and (a, bc) is no merge.
+RANKED = [(b"b", b"c"), (b"a", b"b"), (b"ab", b"c"), (b"bc", b"d"), (b" ", b"a")]
+RANKED_IDS = {b"bc": 300, b"ab": 256, b"abc": 280, b"bcd": 257, b" a": 290}
+ENCODE_TEXTS = ["abc abcd abd bcd ab", "cabcab abcabc"]
+
+
+def ranked_vocab(byte_id=lambda b: b):
+    vocab = {byte_id(b): bytes([b]) for b in range(256)}
+    vocab.update({i: token for token, i in RANKED_IDS.items()})
+    return vocab
+
+
+@exercise.check("encoding", points=2)
+def lowest_rank_first(kernel):
+    """encode merges the lowest-ranked pair first (not the longest token, not the lowest id)."""
+    vocab = ranked_vocab()
+    tok = tokenizer(kernel, vocab, RANKED)
+    same_ids(kernel, tok, ENCODE_TEXTS, vocab, RANKED, None, "Tokenizer(ranked)")
+
+
+@exercise.check("encoding")
+def byte_ids_from_the_vocab(kernel):
+    """Single bytes take their ids from the vocab (here byte b has id (7b + 3) % 256)."""
+    vocab = ranked_vocab(lambda b: (7 * b + 3) % 256)
+    tok = tokenizer(kernel, vocab, RANKED)
+    texts = ["abc", "zebra é"]
+    same_ids(kernel, tok, texts, vocab, RANKED, None, "Tokenizer(permuted bytes)")
+    ids = ref.encode(texts[1], vocab, RANKED)
+    checks.data(tok.decode(ids), texts[1], f"Tokenizer(permuted bytes).decode({ids})")
+
+
+# ---------------------------------------------------------------- special tokens
+
+
+@exercise.check("special tokens", hidden=False)
+def specials_are_one_id(kernel):
+    """A special token is one id, never split or merged; decode gives it back."""
+    vocab, merges = ref.train(FIXTURE, FIXTURE_SIZE, [EOT])
+    tok = tokenizer(kernel, vocab, merges, [EOT])
+    texts = [f"low{EOT}lowest", f"{EOT}{EOT} newer{EOT}", f"the<|end{EOT}oftext|>"]
+    same_ids(kernel, tok, texts, vocab, merges, [EOT], "Tokenizer(fixture, [EOT])")
+    ids = ref.encode(texts[1], vocab, merges, [EOT])
+    checks.data(tok.decode(ids), texts[1], f"Tokenizer(fixture, [EOT]).decode({ids})")
+
+
+@exercise.check("special tokens")
+def longest_special_first(kernel):
+    """Overlapping specials: the longest one that matches wins."""
+    specials = ["<|eot|>", "<|eot|><|eot|>"]
+    vocab, merges = ref.train("eot eot <|x|> end", 262, specials)
+    tok = tokenizer(kernel, vocab, merges, specials)
+    texts = ["a<|eot|><|eot|>b<|eot|>", "<|eot|><|eot|><|eot|>"]
+    same_ids(kernel, tok, texts, vocab, merges, specials, "Tokenizer(overlapping specials)")
+
+
+# ---------------------------------------------------------------- edge cases
+
+
+@exercise.check("edge cases")
+def invalid_utf8_is_replaced(kernel):
+    """decode turns invalid or cut UTF-8 into U+FFFD, as errors='replace' does."""
+    tok = tokenizer(kernel, BYTES, [])
+    cases = [[0xE4, 0xB8], [0x61, 0xFF, 0x62], [0xF0, 0x9F, 0x99, 0x82, 0x80]]
+    got = kernel.batch([call_step(tok, "decode", ids) for ids in cases])
+    for ids, back in zip(cases, got, strict=True):
+        checks.data(back, ref.decode(ids, BYTES), f"decode({ids})")
+
+
+@exercise.check("edge cases")
+def training_runs_out_of_pairs(kernel):
+    """Training stops early when no pair is left, and makes no merge below 256 + specials."""
+    same_training(kernel, "ab ab", 300, [], "train_bpe('ab ab', 300, [])")
+    same_training(kernel, f"ab{EOT}ab", 200, [EOT], "train_bpe('ab<|endoftext|>ab', 200, [EOT])")
+
+
+@exercise.check("edge cases")
+def no_specials_means_plain_text(kernel):
+    """Without special tokens, '<|endoftext|>' is ordinary text."""
+    vocab, merges = ref.train(FIXTURE, FIXTURE_SIZE, [EOT])
+    tok = tokenizer(kernel, vocab, merges)
+    same_ids(kernel, tok, [f"low{EOT}new"], vocab, merges, None, "Tokenizer(fixture)")
+
+
+# ---------------------------------------------------------------- from scratch
+
+
+def _importer(func: ast.expr) -> bool:
+    """`__import__` or `import_module` (importlib's), however it is reached."""
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return name in ("__import__", "import_module")
+
+
+def library_imports(sources: list[str]) -> list[str]:
+    """'cell 3, line 2: imports tiktoken' for each import of a tokenizer library: import
+    statements, and __import__ / importlib.import_module with a constant name."""
+    found = []
+    for number, source in enumerate(sources, start=1):
+        cell = getattr(source, "number", number)
+        lines = [("" if line.lstrip()[:1] in ("%", "!") else line) for line in source.split("\n")]
+        try:
+            tree = ast.parse("\n".join(lines))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [node.module]
+            elif isinstance(node, ast.Call) and node.args and _importer(node.func):
+                first = node.args[0]
+                if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                    names = [first.value]
+            for name in names:
+                if name.partition(".")[0] in LIBRARIES:
+                    line = getattr(node, "lineno", 0)
+                    found.append(f"cell {cell}, line {line}: imports {name}")
+                    break
+    return found
+
+
+@exercise.check("from scratch")
+def no_tokenizer_library(kernel):
+    """The notebook imports no tokenizer library, and no watched machinery ran."""
+    vocab, merges = ref.train(TINY, 259, [])
+    lib.no_builtin(kernel, exercise, lambda: tokenizer(kernel, vocab, merges).encode(TINY))
+    if found := library_imports(kernel.sources):
+        more = f" (+{len(found) - 1} more)" if len(found) > 1 else ""
+        raise checks.Failed(f"a tokenizer library in the source: {found[0]}{more}")
