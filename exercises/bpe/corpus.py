@@ -220,6 +220,8 @@ MUTANTS = [
 ]
 
 VARIANTS = [
+    # the scaffold filled in by someone who had read only the scaffold (not this solution)
+    Variant("independent", notebook="variants/independent.ipynb"),
     # GPT-2's loop in another form: every merge applied in rank order, each to the whole
     # pre-token (equivalent for merges whose parts exist before them)
     Variant(
