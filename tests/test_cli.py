@@ -124,7 +124,10 @@ def test_list_prints_the_catalog(capsys):
     assert code == 0
     assert {"id", "title", "seed", "levels", "points", "packages", "broken"} <= set(rows[0])
     assert "mha_interview" in {r["id"] for r in rows}
-    assert all(r["broken"] is None and "numpy" in r["packages"] for r in rows)
+    assert all(r["broken"] is None and isinstance(r["packages"], list) for r in rows)
+    packages = {r["id"]: r["packages"] for r in rows}
+    assert "numpy" in packages["mha_interview"]  # the default
+    assert packages["bpe"] == []  # an exercise that allows the standard library alone
 
 
 @pytest.fixture
