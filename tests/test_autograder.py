@@ -86,6 +86,9 @@ def test_zip_holds_scripts_manifest_and_the_grader_source(package):
     assert {"grader/exercises/catalog.json", f"grader/exercises/{EXERCISE}/suite.py"} <= source
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     assert not [n for n in names if not n.startswith("grader-src/") and "/" in n]
+    # no notebook travels: an exercise's notebook variants are whole correct solutions
+    assert any((ROOT / "exercises").glob("*/variants/*.ipynb"))
+    assert not [n for n in names if n.endswith(".ipynb")]
 
 
 def test_manifest_records_the_exercise_and_versions(package):

@@ -233,3 +233,20 @@ def test_a_batch_mixes_holds_sets_calls_and_reads_in_one_request(kernel):
     assert torch.equal(answers[5], torch.full((2,), 0.25)) and answers[6] == 4
     with pytest.raises(CandidateRaised, match="Counter.missing"):
         kernel.batch([call_step(counter, "step"), call_step(counter, "missing")])
+
+
+def test_the_librarys_train_and_eval_checks(kernel):
+    """Scale holds a Dropout(0.5): eval mode is deterministic and dropout-free, train mode
+    changes the output; an eval output that is not the dropout-free one fails."""
+    from grader.suite import library
+    from grader.suite.checks import Failed
+
+    x = torch.ones(4, 3)
+    module = kernel.new("Scale", 2)
+    library.eval_mode_is_deterministic(module, lambda m: m(x), 2 * x, "output")
+    library.train_mode_differs(module, lambda m: m(x), "output")
+    with pytest.raises(Failed, match="eval-mode output vs no randomness"):
+        library.eval_mode_is_deterministic(module, lambda m: m(x), 3 * x, "output")
+    module.eval()
+    with pytest.raises(Failed, match="train-mode output vs eval mode"):
+        library.train_mode_differs(kernel.new("Scale", 0), lambda m: m(x), "output")

@@ -380,16 +380,10 @@ def log_softmax_gradient(kernel):
 
 
 def loss_gradient_matches(kernel, x: torch.Tensor, y: torch.Tensor, what: str, **kwargs) -> None:
-    """d(sum(loss * r))/d(logits) matches autograd through torch's loss, r seeded noise of the
-    loss's shape (a fixed 1.7 for the 0-dim "mean" loss)."""
-    leaf = x.detach().clone().requires_grad_(True)
-    want = reference(leaf, y, **kwargs)
-    r = lib.randn(*want.shape, seed=2) if want.dim() else torch.tensor(1.7, dtype=F64)
-    (want * r).sum().backward()
-    got = kernel.grad(kernel.get(CE), (x, y), kwargs, wrt=[0], cotangent=r, params=False)
-    got = checks.tensor(got["inputs"][0], f"gradient of {what} w.r.t. logits", x.shape)
-    assert leaf.grad is not None
-    checks.close(got, leaf.grad, f"gradient of {what} w.r.t. logits vs autograd")
+    """d(sum(loss * r))/d(logits) matches autograd through torch's loss (r: seeded noise of
+    the loss's shape)."""
+    lib.gradients_match(kernel, kernel.get(CE), (x, y), reference, [0], what, kwargs=kwargs,
+                        names=["logits"])  # fmt: skip
 
 
 @exercise.check("gradients", points=2)

@@ -37,7 +37,9 @@ DEFAULT_OUTPUT = "autograder.zip"
 SOURCE = "grader-src"  # the grader's source, in the zip
 EXTRA = "exercises"  # the extra exercise folder, in the zip
 PROJECT_FILES = ("pyproject.toml", "README.md", "constraints.txt")
-_SKIPPED = re.compile(r"^(\..*|__pycache__|.*\.pyc|.*\.egg-info)$")
+# caches, compiled and hidden files, and notebooks: grading reads none, and an exercise's
+# folder may hold whole correct solutions (its corpus's notebook variants)
+_SKIPPED = re.compile(r"^(\..*|__pycache__|.*\.pyc|.*\.egg-info|.*\.ipynb)$")
 _TORCH_PIN = re.compile(r"^\s*torch\s*==\s*([^\s;#]+)", re.MULTILINE)
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip can hold
 
@@ -202,7 +204,7 @@ def _script(name: str, values: dict[str, str]) -> bytes:
 
 def _tree(folder: Path, prefix: str) -> Iterator[Entry]:
     """Every file under `folder` (symlinks followed), named `prefix/...`, without caches,
-    compiled files or hidden files."""
+    compiled files, hidden files or notebooks."""
     for parent, dirs, files in os.walk(folder, followlinks=True):
         dirs[:] = sorted(d for d in dirs if not _SKIPPED.match(d))
         here = Path(parent)
