@@ -20,13 +20,13 @@ from torch.nn import functional as F
 
 from grader.suite import checks
 from grader.suite.exercise import Exercise, Watch
-from grader.suite.library import F32, F64, exactly_zero, randn
+from grader.suite.library import F32, F64, exactly_zero, randn, state_dict
 from grader.suite.library import load_state as load
 from grader.suite.library import require_state as require
 
 Inputs = tuple[torch.Tensor, ...]
 # the generic helpers the suites reach as att.randn, att.require, ... (grader.suite.library)
-__all__ = ["F32", "F64", "exactly_zero", "load", "randn", "require"]
+__all__ = ["F32", "F64", "exactly_zero", "load", "randn", "require", "state_dict"]
 
 
 SDPA = "scaled_dot_product_attention"
@@ -199,11 +199,26 @@ class Adapter:
         per_sample = allow is not None and allow.dim() == 4 and allow.shape[0] > 1
         return allow.shape[0] if per_sample else self.B
 
+    def layer_shapes(self, bias=True) -> dict[str, tuple[int, ...]]:
+        """Each layer's weight (and bias) as nn.Linear holds it: the q, k and v projections
+        (or one fused qkv projection) from the input width, then the out projection."""
+        *projections, out = self.layers
+        rows = 3 * self.E // max(len(projections), 1)
+        shapes: dict[str, tuple[int, ...]] = {
+            f"{p}.weight": (rows, self.d_in or self.E) for p in projections
+        }
+        shapes[f"{out}.weight"] = (self.E, self.E)
+        if bias:
+            shapes.update({f"{p}.bias": (rows,) for p in projections} | {f"{out}.bias": (self.E,)})
+        return shapes
+
     def randomise(self, module, dtype, bias=True, seed=7) -> dict[str, torch.Tensor]:
         """Cast the module to `dtype`, give every layer a random bias (fresh biases are zero
-        and hide bias bugs), and return the layers' tensors as the module now holds them."""
+        and hide bias bugs), and return the layers' tensors as the module now holds them
+        (each of the shape `layer_shapes` says, or the test fails)."""
         names = [f"{p}.{kind}" for p in self.layers for kind in ("weight", "bias")[: 1 + bias]]
-        state = require(module.state_dict(), names, self.owner)
+        shapes = self.layer_shapes(bias)
+        state = require(module.state_dict(), names, self.owner, shapes)
         module.to(dtype)
         if bias:
             rows = [state[f"{p}.bias"].shape[0] for p in self.layers]
@@ -211,7 +226,8 @@ class Adapter:
             load(
                 module, self.owner, {f"{p}.bias": b for p, b in zip(self.layers, news, strict=True)}
             )
-        return {n: t.to(dtype) for n, t in require(module.state_dict(), names, self.owner).items()}
+        held = require(module.state_dict(), names, self.owner, shapes)
+        return {n: t.to(dtype) for n, t in held.items()}
 
     def oracle(self, module, dtype, bias=True) -> Callable[..., tuple]:
         """Randomise the module's biases; a float64 reference for it, (inputs, blocked) ->

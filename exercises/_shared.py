@@ -271,7 +271,7 @@ def merge_heads_inverts_split(kernel, A: Adapter) -> None:
     if not torch.equal(merged, xh.transpose(1, 2).reshape(A.B, A.T, A.E)):
         raise Failed(f"{merge}: channel h*Dh + d of token t must be head h, token t, feature d")
     x = att.randn(A.B, A.T, A.E, seed=1)
-    back = getattr(mha, merge)(getattr(mha, split)(x))
+    back = getattr(mha, merge)(checks.tensor(getattr(mha, split)(x), f"{split}(x)"))
     checks.same(checks.tensor(back, f"{merge}({split}(x))", x.shape), x, f"{merge}({split}(x))")
 
 

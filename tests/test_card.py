@@ -75,8 +75,10 @@ def _notebooks() -> dict[str, nbformat.NotebookNode]:
     nb.cells.append(nbformat.v4.new_markdown_cell("## A note"))
     nb.cells.append(
         nbformat.v4.new_code_cell(
-            "from torch.nn import functional as G\n\n\ndef unused(q):\n"
-            "    return G.scaled_dot_product_attention(q, q, q)\n"
+            "from torch.nn import functional as G\n\n\ndef helper(q):\n"
+            "    return G.scaled_dot_product_attention(q, q, q)\n\n\n"
+            # patched into a graded class: the graded code reaches it
+            "CausalAttention.helper = staticmethod(helper)\n"
         )
     )
     made["builtin_in_last_cell"] = nb

@@ -664,6 +664,16 @@ FAULTS = [
         no_canary,
         cells=(LEAK_SECRETS,),
         env={"GRADER_TEST_SECRET": CANARY, "AWS_SECRET_ACCESS_KEY": CANARY},
+        # sandboxed, /proc holds the kernel's own processes only: the reads find nothing of
+        # the grader's, and nothing is refused (the operating system is the defence)
+        exit_code=None,
+    ),
+    Fault(
+        "reads_the_graders_environment_unsandboxed",
+        no_canary,
+        cells=(LEAK_SECRETS,),
+        env={"GRADER_TEST_SECRET": CANARY, "AWS_SECRET_ACCESS_KEY": CANARY},
+        flags=(*FAST, "--no-sandbox"),  # the guard refuses the reads (a finding)
     ),
     Fault(
         "plants_startup_files_for_the_next_kernel",
@@ -738,6 +748,9 @@ FAULTS = [
     Fault(
         "floods_the_guard_with_findings",
         few_findings,
+        # unsandboxed: there the guard refuses each read of /proc/1/fd (sandboxed, /proc is
+        # the kernel's own and read-only, and nothing is refused)
+        flags=(*FAST, "--no-sandbox"),
         cells=(
             "import os\nfor i in range(5000):\n    try:\n"
             "        os.listdir(f'/proc/1/fd/{i}')\n    except Exception:\n        pass",

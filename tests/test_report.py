@@ -180,7 +180,7 @@ def test_an_ordinary_report_reads_as_before():
     for text in (
         "Exercise  demo — Demo",
         "Notebook  nb.ipynb",
-        "Duration  1.2 s   (torch 2.3.0, NOT sandboxed)",
+        "Duration  1.2 s   (torch 2.3.0, NOT sandboxed: integrity checks best effort)",
         "wrong answer: expected shape (2, 5, 16), got (2, 5, 8)",
         "not implemented: forward",
         "NameError: name 'x' is not defined",

@@ -149,7 +149,9 @@ def test_a_class_that_builds_something_else_is_the_candidates_error():
     def check(kernel):
         kernel.new("module")(torch.ones(2))  # lower case: the fake answers with a tensor
 
-    assert _grade(check, torch.ones(2))[0] == "error"
+    status, message = _grade(check, torch.ones(2))
+    assert status == "failed"
+    assert message == "module(...) gave a float32 tensor of shape (2,), want an object"
 
 
 def test_verdicts_are_unchanged():

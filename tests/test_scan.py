@@ -4,8 +4,10 @@ code outside the cells; it stays quiet about from-scratch code and top-level che
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -214,13 +216,15 @@ def test_check_code_is_reported_as_a_reference_outside_the_graded_code():
         # used by the graded code
         ["def check_attention(q):\n    return F.scaled_dot_product_attention(q, q, q)",
          "class M(nn.Module):\n    def forward(self, q):\n        return check_attention(q)"],
-        # writes notebook-level state
-        ["def test_setup():\n    global f\n    f = F.scaled_dot_product_attention", "test_setup()"],
+        # writes notebook-level state the graded code reads
+        ["def test_setup():\n    global f\n    f = F.scaled_dot_product_attention", "test_setup()",
+         "def g(q):\n    return f(q, q, q)"],
         ["class M(nn.Module):\n    pass",
          "def test_patch():\n    M.forward = lambda self, q: F.scaled_dot_product_attention(q, q, q)",
          "test_patch()"],
-        # its result is kept
-        ["def test_make():\n    return nn.MultiheadAttention(8, 2)", "made = test_make()"],
+        # its result is kept, and the graded code uses it
+        ["def test_make():\n    return nn.MultiheadAttention(8, 2)", "made = test_make()",
+         "class M(nn.Module):\n    def forward(self, x):\n        return made(x, x, x)[0]"],
         # shares state with the implementation
         ["registry = {}",
          "def test_setup():\n    registry.update(attn=F.scaled_dot_product_attention)",
@@ -235,6 +239,165 @@ def test_check_functions_that_can_reach_the_graded_code_are_not_exempt(cells):
 def test_no_graded_name_looks_like_a_check_function():
     graded = {name for exercise in load_catalog().values() for name in exercise.defines}
     assert not {name for name in graded if _CHECK_NAME.match(name)}
+
+
+# -- reachability: only code the graded objects (an exercise's `defines`) reach counts ------
+
+NORMS_CODE = (
+    "def layer_norm(x, weight, bias, eps=1e-5):\n"
+    "    centered = x - x.mean(-1, keepdim=True)\n"
+    "    return centered * torch.rsqrt(centered.pow(2).mean(-1, keepdim=True) + eps) * weight + bias\n"
+    "\n"
+    "class LayerNorm(nn.Module):\n"
+    "    def __init__(self, dim):\n"
+    "        super().__init__()\n"
+    "        self.weight = nn.Parameter(torch.ones(dim))\n"
+    "        self.bias = nn.Parameter(torch.zeros(dim))\n"
+    "\n"
+    "    def forward(self, x):\n"
+    "        return layer_norm(x, self.weight, self.bias)\n"
+)
+NORMS_CHECK = (
+    "def {name}():\n"
+    "    x = torch.randn(4, 8)\n"
+    "    ours = layer_norm(x, torch.ones(8), torch.zeros(8))\n"
+    "    return torch.allclose(ours, F.layer_norm(x, (8,)), atol=1e-6)\n"
+)
+CE_CODE = (
+    "def log_softmax(x, dim=-1):\n"
+    "    shifted = x - x.amax(dim, keepdim=True)\n"
+    "    return shifted - shifted.exp().sum(dim, keepdim=True).log()\n"
+    "\n"
+    "def cross_entropy(logits, target):\n"
+    "    return -log_softmax(logits).gather(-1, target[:, None]).mean()\n"
+)
+CE_CHECK = (
+    "def {name}():\n"
+    "    x, t = torch.randn(4, 5), torch.tensor([0, 1, 2, 3])\n"
+    "    same = torch.allclose(log_softmax(x), F.log_softmax(x, -1))\n"
+    "    return same and torch.allclose(cross_entropy(x, t), F.cross_entropy(x, t))\n"
+)
+ATTENTION_CODE = (
+    "class MultiHeadAttention(nn.Module):\n"
+    "    def forward(self, q, k, v):\n"
+    "        w = torch.softmax(q @ k.transpose(-2, -1) / q.size(-1) ** 0.5, -1)\n"
+    "        return w @ v\n"
+)
+ATTENTION_CHECK = (
+    "def {name}():\n"
+    "    q = torch.randn(2, 2, 5, 4)\n"
+    "    ref = nn.MultiheadAttention(8, 2, batch_first=True)\n"
+    "    ours = MultiHeadAttention()(q, q, q)\n"
+    "    return torch.allclose(ours, F.scaled_dot_product_attention(q, q, q), atol=1e-6)\n"
+)
+SELF_CHECKS = {
+    "norms": (NORMS_CODE, NORMS_CHECK),
+    "cross_entropy": (CE_CODE, CE_CHECK),
+    "mha_interview": (ATTENTION_CODE, ATTENTION_CHECK),
+}
+
+
+@functools.cache
+def _catalog():
+    return load_catalog()
+
+
+def graded_findings(exercise_id: str, *cells: str) -> list[str]:
+    """Findings with the exercise's forbidden built-ins and its graded names."""
+    exercise = _catalog()[exercise_id]
+    sources = [IMPORTS, *cells]
+    return scan(sources, exercise.forbidden, exercise.watch.private, exercise.defines)
+
+
+@pytest.mark.parametrize("exercise_id", sorted(SELF_CHECKS))
+@pytest.mark.parametrize(
+    "use",
+    ["print(check())", "assert check(), 'differs from torch'", "print(f'matches torch: {check()}')",
+     "ok = check()", "for _ in range(3):\n    check()", "results = [check() for _ in range(3)]",
+     "check()"],
+)  # fmt: skip
+def test_a_self_check_helper_keeps_full_marks_however_top_level_code_uses_it(exercise_id, use):
+    code, helper = SELF_CHECKS[exercise_id]
+    assert graded_findings(exercise_id, code, helper.format(name="check"), use) == []
+
+
+@pytest.mark.parametrize("exercise_id", sorted(SELF_CHECKS))
+@pytest.mark.parametrize("name", ["compare_with_torch", "my_helper"])
+def test_a_helper_only_top_level_code_uses_keeps_full_marks_whatever_its_name(exercise_id, name):
+    code, helper = SELF_CHECKS[exercise_id]
+    uses = f"print({name}())\nassert {name}()\nprint(f'{{{name}()}}')\nok = {name}()"
+    assert graded_findings(exercise_id, code, helper.format(name=name), uses) == []
+
+
+FAST_LAYER_NORM = (
+    "def _fast(self, x):\n    return F.layer_norm(x, x.shape[-1:], self.weight, self.bias)"
+)
+
+
+@pytest.mark.parametrize(
+    ("exercise_id", "cells"),
+    [
+        # a graded function calls a helper that calls the built-in
+        ("norms", ["def _normalize(x):\n    return F.layer_norm(x, x.shape[-1:])",
+                   "def layer_norm(x, weight, bias, eps=1e-5):\n"
+                   "    return _normalize(x) * weight + bias"]),
+        ("cross_entropy", [CE_CODE.replace("-log_softmax(logits)", "-_stable(logits)"),
+                           "def _stable(x):\n    return F.log_softmax(x, -1)"]),
+        # a graded class whose method top-level code replaces with one using the built-in
+        ("norms", [NORMS_CODE, FAST_LAYER_NORM, "LayerNorm.forward = _fast"]),
+        ("norms", [NORMS_CODE, "class RMSNorm(nn.Module):\n    pass",
+                   "RMSNorm.forward = lambda self, x: F.rms_norm(x, x.shape[-1:])"]),
+        ("norms", [NORMS_CODE, FAST_LAYER_NORM, "setattr(LayerNorm, 'forward', _fast)"]),
+        ("norms", [NORMS_CODE, FAST_LAYER_NORM,
+                   "def install(cls):\n    cls.forward = _fast", "install(LayerNorm)"]),
+        ("mha_interview", [ATTENTION_CODE,
+                           "def _fast(self, q, k, v):\n"
+                           "    return F.scaled_dot_product_attention(q, k, v)",
+                           "MultiHeadAttention.forward = _fast"]),
+        # a module-level alias of the built-in that a graded function uses
+        ("norms", ["_ln = F.layer_norm",
+                   "def layer_norm(x, weight, bias, eps=1e-5):\n"
+                   "    return _ln(x, x.shape[-1:], weight, bias, eps)"]),
+        ("cross_entropy", ["from torch.nn.functional import log_softmax as _lsm",
+                           CE_CODE.replace("-log_softmax(logits)", "-_lsm(logits, -1)")]),
+        # a graded name bound to the built-in, by name or through the namespace
+        ("norms", [NORMS_CODE, "globals()['layer_norm'] = F.layer_norm"]),
+        ("norms", [NORMS_CODE, "globals().update(layer_norm=F.layer_norm)"]),
+        ("norms", ["layer_norm = F.layer_norm"]),
+        # an object the graded code reads, filled by top-level code
+        ("norms", ["_impl = {}", "_impl.update(fn=F.layer_norm)",
+                   "def layer_norm(x, weight, bias, eps=1e-5):\n"
+                   "    return _impl['fn'](x, x.shape[-1:], weight, bias, eps)"]),
+    ],
+)  # fmt: skip
+def test_what_the_graded_objects_reach_is_a_finding(exercise_id, cells):
+    exercise = _catalog()[exercise_id]
+    sources = [IMPORTS, *cells]
+    result = scan_cells(sources, exercise.forbidden, exercise.watch.private, exercise.defines)
+    assert result.builtins, cells
+
+
+def test_a_graded_name_bound_to_the_built_in_is_named_at_the_binding():
+    assert graded_findings("norms", NORMS_CODE, "globals()['rms_norm'] = F.rms_norm") == [
+        "code cell 3, line 1: binds rms_norm, a graded name, to torch's rms_norm"
+    ]
+
+
+def test_the_suites_scan_reads_the_graded_names_from_the_watch():
+    """`require_clean_source(kernel.sources, exercise.forbidden, exercise.watch, ...)`, as
+    every suite calls it, grades the exercise's `defines` (`Exercise` gives them to its watch)."""
+    from grader.suite.checks import Failed
+    from grader.suite.integrity import require_clean_source
+
+    assert all(e.watch.graded == e.defines for e in _catalog().values())
+    norms = _catalog()["norms"]
+    honest = [IMPORTS, NORMS_CODE, NORMS_CHECK.format(name="my_helper"), "print(my_helper())"]
+    require_clean_source(honest, norms.forbidden, norms.watch)
+    with pytest.raises(Failed, match="uses layer_norm"):  # no graded names: my_helper is graded
+        require_clean_source(honest, norms.forbidden, replace(norms.watch, graded=()))
+    patched = [IMPORTS, NORMS_CODE, FAST_LAYER_NORM, "LayerNorm.forward = _fast"]
+    with pytest.raises(Failed, match="cell 3, line 2: uses layer_norm"):
+        require_clean_source(patched, norms.forbidden, norms.watch)
 
 
 # -- B. machinery, wherever it appears -----------------------------------------------------

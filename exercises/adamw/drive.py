@@ -142,7 +142,10 @@ def _unpack_state(packed: Any, order: list[str]) -> dict[str, dict[str, Any]]:
     """state_dict()["state"] by parameter name (it numbers parameters in group order);
     empty entries left out."""
     if not isinstance(packed, dict) or not isinstance(packed.get("state"), dict):
-        raise checks.Interface(f"{CLASS}.state_dict() did not return torch's layout")
+        raise checks.Interface(
+            f"{CLASS}.state_dict(): got {checks.describe(packed)}, want torch's layout (a "
+            "dict whose 'state' is a dict)"
+        )
     state = {}
     for index, entry in packed["state"].items():
         if not isinstance(index, int) or not 0 <= index < len(order):

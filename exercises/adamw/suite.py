@@ -356,10 +356,12 @@ def decay_factor_is_the_same_every_step(kernel):
     follow the bias correction)."""
     run = decaying()
     got = run.on(kernel)
-    path = [run.params["z"], *(got.after[t]["z"] for t in sorted(got.after))]
-    first = checks.tensor(path[1], "z after step 1") / path[0]
+    z0 = run.params["z"]
+    path = [z0, *(checks.tensor(got.after[t]["z"], f"z after step {t}", z0.shape)
+                  for t in sorted(got.after))]  # fmt: skip
+    first = path[1] / path[0]
     for t in range(2, len(path)):
-        ratio = checks.tensor(path[t], f"z after step {t}") / path[t - 1]
+        ratio = path[t] / path[t - 1]
         checks.close(ratio, first, f"z's decay factor at step {t} vs at step 1")
 
 

@@ -52,6 +52,7 @@ exercise = Exercise(
 
 B, HQ, HKV, TQ, S, D, DV = 2, 8, 2, 3, 5, 4, 6  # Hq = 8, Hkv = 2: repeat != repeat_interleave
 D_MODEL, HEADS, KV_HEADS, T = 24, 6, 2, 5  # the module: head_dim 4, groups of 3
+KV_WIDTH = KV_HEADS * D_MODEL // HEADS  # the module's k and v projections' width
 F32, F64 = lib.F32, lib.F64
 
 
@@ -103,9 +104,15 @@ def build(kernel, bias=False, dtype=F64):
 
 
 def weights(module, bias=False):
-    """The module's four projections as float64 tensors."""
-    names = [f"{p}_proj.{kind}" for p in "qkvo" for kind in ("weight", "bias")[: 1 + bias]]
-    return {n: t.to(F64) for n, t in lib.require_state(module.state_dict(), names, MODULE).items()}
+    """The module's four projections as float64 tensors (nn.Linear's shapes: k and v to
+    the KV heads' width)."""
+    width = {"q": D_MODEL, "k": KV_WIDTH, "v": KV_WIDTH, "o": D_MODEL}
+    shapes: dict[str, tuple[int, ...]] = {
+        f"{p}_proj.weight": (n, D_MODEL) for p, n in width.items()
+    }
+    shapes |= {f"{p}_proj.bias": (n,) for p, n in width.items()} if bias else {}
+    state = lib.require_state(module.state_dict(), list(shapes), MODULE, shapes)
+    return {n: t.to(F64) for n, t in state.items()}
 
 
 def module_reference(state, x, is_causal=False):

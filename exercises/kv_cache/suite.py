@@ -66,6 +66,7 @@ E, H, HKV, D, B, T = 32, 4, 2, 8, 2, 12
 THETA = 10000.0
 OWNER = "CachedSelfAttention"
 LAYERS = ["q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight"]
+SHAPES = dict(zip(LAYERS, [(H * D, E), (HKV * D, E), (HKV * D, E), (E, H * D)], strict=True))
 
 
 # --- the reference, in the grader's process ---------------------------------------------
@@ -107,7 +108,7 @@ def module(kernel, dtype=F64, weights: bool = True):
     unless asked for: a round trip fewer)."""
     attn = kernel.new(OWNER, E, H, HKV)
     attn.to(dtype)
-    return attn, lib.require_state(attn.state_dict(), LAYERS, OWNER) if weights else None
+    return attn, lib.require_state(attn.state_dict(), LAYERS, OWNER, SHAPES) if weights else None
 
 
 def new_cache(kernel, batch=B, max_len=T, dtype=F64):

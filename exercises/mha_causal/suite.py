@@ -74,6 +74,17 @@ class Causal(att.Adapter):
         args = (self.d_in, self.width, self.ctx, dropout, *heads)
         return kernel.new(self.owner, *args, qkv_bias=bias, seed=seed)
 
+    def layer_shapes(self, bias=True) -> dict[str, tuple[int, ...]]:
+        """nn.Linear's shapes: W_* (biased with qkv_bias) from d_in to a head's width (the
+        wrapper's) or E; out_proj (always biased) E to E."""
+        shapes: dict[str, tuple[int, ...]] = {}
+        for layer in self.layers:
+            rows, cols = (self.E, self.E) if layer == "out_proj" else (self.width, self.d_in)
+            shapes[f"{layer}.weight"] = (rows, cols)
+            if bias or layer == "out_proj":
+                shapes[f"{layer}.bias"] = (rows,)
+        return shapes
+
     def oracle(self, module, dtype, bias=True):
         """Randomise the biases; nn.MultiheadAttention holding the projections (the wrapper's
         heads stacked in order; out_proj the identity where there is none), causal over T."""
@@ -108,17 +119,12 @@ def layout(kernel, A: Causal, bias: bool = True, name: str = "") -> Any:
     (W_* biased with qkv_bias, out_proj always), and a [ctx, ctx] mask per CausalAttention."""
     module, owner = A.build(kernel, bias=bias), name or f"{A.owner}(qkv_bias={bias})"
     A.forward(module, A.inputs())
-    expected: dict[str, tuple[int, ...]] = {}
-    for layer in A.layers:
-        rows, cols = (A.E, A.E) if layer == "out_proj" else (A.width, A.d_in)
-        expected[f"{layer}.weight"] = (rows, cols)
-        if bias or layer == "out_proj":
-            expected[f"{layer}.bias"] = (rows,)
+    expected = A.layer_shapes(bias)
     masks = [f"heads.{h}.mask" for h in range(A.H)] if A.wrapper else ["mask"]
     expected.update({mask: (A.ctx, A.ctx) for mask in masks})
     state = module.state_dict()
     att.require(state, list(expected), owner)
-    if extra := sorted(set(state) - set(expected)):
+    if extra := sorted(map(str, set(state) - set(expected))):
         raise checks.Failed(f"{owner}.state_dict() has unexpected entries: {', '.join(extra[:4])}")
     for n, shape in expected.items():
         if tuple(state[n].shape) != shape:

@@ -104,7 +104,8 @@ def fused_shapes(kernel):
 def parameter_count(kernel):
     """4E^2 + 4E numbers with bias, 4E^2 without; the fused module also has 4E^2 + 4E."""
     for M, bias in ((A, True), (A, False), (FUSED, True)):
-        state, want = M.build(kernel, bias=bias).state_dict(), 4 * E * E + 4 * E * bias
+        state = att.state_dict(M.build(kernel, bias=bias), M.owner)
+        want = 4 * E * E + 4 * E * bias
         got = sum(t.numel() for t in state.values() if isinstance(t, torch.Tensor))
         if got != want:
             raise Failed(f"{M.owner}(bias={bias}) holds {got} numbers, want {want}")

@@ -119,12 +119,10 @@ def matches(value, x: torch.Tensor, want: torch.Tensor, what: str, **tol: float)
 
 def state_is(module, owner: str, want: dict[str, torch.Tensor]) -> None:
     """The module's state_dict holds exactly `want`'s names, with exactly those values."""
-    state = module.state_dict()
-    if not isinstance(state, dict):
-        raise checks.Interface(f"{owner}.state_dict() did not return a dict")
-    if sorted(state) != sorted(want):
+    state = lib.state_dict(module, owner)
+    if set(state) != set(want):
         raise checks.Failed(
-            f"{owner}.state_dict() holds {', '.join(sorted(state)) or 'nothing'}, "
+            f"{owner}.state_dict() holds {', '.join(sorted(map(str, state))) or 'nothing'}, "
             f"want exactly {', '.join(sorted(want))}"
         )
     for name, value in want.items():

@@ -246,8 +246,8 @@ def scores_depend_only_on_the_offset(kernel):
     q = lib.randn(1, 16, seed=7, dtype=F64).expand(6, 16).contiguous()
     k = lib.randn(1, 16, seed=8, dtype=F64).expand(6, 16).contiguous()
     calls: list[tuple[tuple, dict]] = [((v, arange(6) + s), {}) for s in (0, 50) for v in (q, k)]
-    rq, rk, sq, sk = (
-        checks.tensor(a, "apply_rope(x)", (6, 16))
+    rq, rk, sq, sk = (  # in float64 (the inputs'), whatever dtype each answer has
+        checks.tensor(a, "apply_rope(x)", (6, 16)).double()
         for a in kernel.many(kernel.get("apply_rope"), calls)
     )
     scores = rq @ rk.T

@@ -129,6 +129,12 @@ class GradeReport:
     suite_hash: str = ""  # sha256 of the exercise's suite and the shared modules it uses
     device: str = "cpu"  # where the candidate's code ran during the hidden tests
     sandboxed: bool = False  # whether the kernel ran in the sandbox (grader/kernel/sandbox.py)
+    # who the kernel ran as, when the grader is root ("uid 61000 (picked: ...)", a
+    # --kernel-user, or "root (why)"); "" for the grader's own unprivileged user
+    kernel_user: str = ""
+    # "enforced" (sandboxed: the operating system refuses what could switch the watch off)
+    # or "best effort" (not sandboxed: see docs/security.md)
+    integrity_checks: str = "best effort"
     root_cause: RootCause | None = None
     hints: list[str] = field(default_factory=list)  # likely bugs, from the mutation corpus
     profile: dict[str, Any] | None = None  # `--profile`: see grader.run.profile (never scored)

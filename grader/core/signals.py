@@ -13,6 +13,7 @@ thread only, whichever thread the signal reached, so plain module state is enoug
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 from collections.abc import Iterator
@@ -34,9 +35,20 @@ class Stopped(BaseException):
 
 
 def stop_on_signals() -> None:
-    """Install the handlers (main thread only: the `grade` command)."""
+    """Install the handlers (main thread only: the `grade` command). A signal raised
+    inside one of asyncio's callbacks (jupyter_client's sockets) is swallowed there and
+    logged with a traceback by asyncio's default handler: the log record is dropped (the
+    exception is lost, and `check()` raises it again), so a stopped grading prints no
+    traceback."""
     for signum in STOPPING:
         signal.signal(signum, _handle)
+    logging.getLogger("asyncio").addFilter(_drop_lost_signal)
+
+
+def _drop_lost_signal(record: logging.LogRecord) -> bool:
+    """False for asyncio's log of a stopping signal it swallowed."""
+    kind = record.exc_info[0] if record.exc_info else None
+    return not (kind is not None and issubclass(kind, (Stopped, KeyboardInterrupt)))
 
 
 def ignore_signals() -> None:

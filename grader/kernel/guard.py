@@ -104,7 +104,15 @@ def install_guard(fd, config):
     record = _make_recorder(fd, get_tmp_directory() + os.sep, workdir, state)
     protected: list[object] = []
     _watch_torch(torch, record, state, protected, workdir, config.get("watch") or {})
+    cells = (get_tmp_directory() + os.sep, workdir)
+    library = tuple(os.path.realpath(p) + os.sep for p in config["environment"]) + tuple(
+        p.rstrip(os.sep) + os.sep for p in config["environment"]
+    )
+    state["trace"], state["thread_trace"], state["is_notebook"] = _public_api_only(
+        torch, record, state, protected, cells, library
+    )
     _watch_threads(record, state, protected, workdir)
+    _watch_compilers(torch, record, protected, workdir)
     hook = _make_hook(record, state, protected, config, workdir)
     sys.addaudithook(hook)
     os.write(fd, (json.dumps({"k": "pid", "m": str(os.getpid())}) + "\n").encode())
@@ -314,6 +322,250 @@ def _instrument(function, sighting):
     return function
 
 
+# Below torch, what the graded code may not enter whatever the exercise (besides the
+# private modules): torch's ONNX exporter and its ops, and its operator registration.
+_CLOSED_MODULES = ("torch.onnx", "torch.library")
+# Private modules torch's C++ calls back into while it runs an ordinary op under a
+# dispatch mode (the shim's, during a test): the Python frame it enters has the
+# notebook's frame as its caller. They look up rules and compute nothing of an exercise.
+_CALLBACKS = ("torch._library.simple_registry", "torch.utils._python_dispatch")
+
+
+def _public_api_only(torch, record, state, protected, cells, library):
+    """The engine's allow-list, for every exercise: the graded code reaches torch through
+    its public API only. Returns a trace function (`sys.settrace`) that the shim sets on
+    the thread of each graded call for the length of the call, the same for the threads
+    the guard starts (it carries it for their whole life: it acts only while a hidden test
+    runs), and `is_notebook(frame)`. The trace function records as a
+    built-in every Python call made from the notebook's own code into:
+
+    - torch's code that the public API does not hand out: a module with a private part
+      (`torch._refs`, `torch._decomp`, `torch._prims`, `torch._ops`: so `torch.ops` and an
+      op's `redispatch` too), or `_CLOSED_MODULES`, unless the function is reached from a
+      public name (`torch.Tensor`'s methods live in `torch._tensor`);
+    - torch's source run again under another name (a second module made from
+      `torch/optim/adam.py`): its code objects are not the ones torch's modules hold.
+
+    (A C function of torch's with a private name, `torch._softmax`, is the shim's
+    function mode's to see, with `is_notebook`.) Only the frame that enters torch from
+    the notebook's code is judged: what public code calls below is torch's business. The
+    notebook's code is any code but torch's and the library's (`library`: the grading
+    environment's folders, the standard library among them): cells, modules the notebook
+    wrote, code it compiled. Each frame is told by its globals, classified once from the
+    first of its code seen (so the fast path reads no code object: reading `f_code` is an
+    audit event). A C function called by another C function (`map(torch._C.f, ...)`), and
+    torch's C functions that take no part in torch's function dispatch, raise no event:
+    the dispatcher's watch and the source scan are what see them."""
+    import types as _types
+
+    torch_dirs = tuple(
+        {
+            os.path.dirname(torch.__file__) + os.sep,
+            os.path.dirname(os.path.realpath(torch.__file__)) + os.sep,
+        }
+    )
+    not_notebook = (*torch_dirs, *library, "<frozen", "<grader-")
+    kinds: dict = {}  # id(globals) -> (the globals, "torch", "again", "library" or "notebook")
+    verdicts: dict = {}  # (id(globals), first line) -> (the globals, "" or what it is)
+    public: dict = {}  # filled on first use: the code objects the public API hands out
+    kept: list = []
+
+    def private(name):
+        return any(p.startswith("_") and not p.startswith("__") for p in name.split(".")) or (
+            name.startswith(_CLOSED_MODULES)
+        )
+
+    def add_code(code, into):
+        if id(code) in into:
+            return
+        into[id(code)] = code
+        for const in code.co_consts:
+            if isinstance(const, _types.CodeType):
+                add_code(const, into)
+
+    def add_function(value, into, depth=0):
+        while isinstance(value, (staticmethod, classmethod)):
+            value = value.__func__
+        if isinstance(value, property):
+            for part in (value.fget, value.fset, value.fdel):
+                add_function(part, into, depth)
+            return
+        if isinstance(value, _types.FunctionType):
+            add_code(value.__code__, into)
+            for cell in value.__closure__ or ():
+                try:
+                    inner = cell.cell_contents
+                except ValueError:
+                    continue
+                if isinstance(inner, _types.FunctionType) and depth < 3:
+                    add_function(inner, into, depth + 1)
+            wrapped = value.__dict__.get("__wrapped__") if depth < 3 else None
+            if wrapped is not None and wrapped is not value:
+                add_function(wrapped, into, depth + 1)
+
+    def add_namespace(namespace, into, classes):
+        for value in list(namespace.values()):
+            if isinstance(value, type) and str(getattr(value, "__module__", "")).startswith(
+                "torch"
+            ):
+                if id(value) in classes:
+                    continue
+                classes.add(id(value))
+                for klass in value.__mro__:
+                    if str(getattr(klass, "__module__", "")).startswith("torch"):
+                        add_namespace(dict(vars(klass)), into, classes)
+            else:
+                add_function(value, into)
+
+    def exported(module, name, value):
+        """Whether `module.name` hands `value` out as torch's public API: a public name,
+        and a function (`torch.jit.is_scripting` from `torch._jit_internal`), or a class
+        whose home is public, or that the module lists in `__all__` or re-exports from its
+        own package (`torch.Tensor` from `torch._tensor`). A private class another module
+        imported for its own use (`torch.fx` importing `OpOverload` from `torch._ops`) is
+        not handed out: its methods would be."""
+        if name.startswith("_") and not name.startswith("__"):
+            return False
+        if not isinstance(value, type):
+            return True
+        home = getattr(value, "__module__", None)
+        if not isinstance(home, str):
+            return False
+        listed = getattr(module, "__all__", None)
+        return (
+            not private(home)
+            or (isinstance(listed, (list, tuple)) and name in listed)
+            or home.startswith(module.__name__ + ".")
+        )
+
+    def public_api(_state=state):
+        """(Once, at the first call into torch's private code from the notebook during a
+        test: torch's modules imported by then; the audit hook does not watch the walk.)"""
+        if not public:
+            busy, _state["busy"] = _state["busy"], True
+            try:
+                classes: set = set()
+                for name, module in list(sys.modules.items()):
+                    torch_module = name == "torch" or name.startswith("torch.")
+                    if module is None or not torch_module or private(name):
+                        continue
+                    handed = {
+                        key: value
+                        for key, value in list(vars(module).items())
+                        if exported(module, key, value)
+                    }
+                    add_namespace(handed, public, classes)
+                kept.append(classes)
+            finally:
+                _state["busy"] = busy
+        return public
+
+    modules: dict = {}
+
+    def known(module_name, _state=state):
+        """Every code object of torch's module `module_name` as loaded (its functions,
+        classes and what they nest)."""
+        if module_name not in modules:
+            module = sys.modules.get(module_name)
+            found: dict = {}
+            if module is not None:
+                busy, _state["busy"] = _state["busy"], True
+                try:
+                    add_namespace(dict(vars(module)), found, set())
+                finally:
+                    _state["busy"] = busy
+            modules[module_name] = found
+        return modules[module_name]
+
+    def judge_code(code):
+        path = code.co_filename
+        relative = path[len(next(d for d in torch_dirs if path.startswith(d))) :]
+        name = "torch." + relative.removesuffix(".py").replace(os.sep, ".")
+        name = name.removesuffix(".__init__")
+        where = f"{name}.{code.co_qualname}"
+        if id(code) not in known(name) and id(code) not in public_api():
+            return f"torch's source run again under another name: {where}"
+        if private(name) and not name.startswith(_CALLBACKS) and id(code) not in public_api():
+            return f"torch's private code: {where}"
+        return ""
+
+    skip: set = set()  # ids of the globals whose code is not the notebook's
+
+    def classify(frame, _kinds=kinds, _modules=sys.modules, _skip=skip):
+        """The kind of the code running on `frame`'s globals, from this frame's code."""
+        found = frame.f_globals
+        path = frame.f_code.co_filename
+        if path.startswith(torch_dirs):
+            name = found.get("__name__")
+            module = _modules.get(name) if isinstance(name, str) else None
+            kind = "torch" if getattr(module, "__dict__", None) is found else "again"
+        elif path.startswith(not_notebook):
+            kind = "library"
+        else:
+            kind = "notebook"
+        _kinds[id(found)] = (found, kind)
+        if kind != "notebook":
+            _skip.add(id(found))
+        return kind
+
+    def is_notebook(frame, _kinds=kinds, _classify=classify):
+        entry = _kinds.get(id(frame.f_globals))
+        return (entry[1] if entry is not None else _classify(frame)) == "notebook"
+
+    def trace(
+        frame,
+        event,
+        arg,
+        _skip=skip,
+        _kinds=kinds,
+        _classify=classify,
+        _verdicts=verdicts,
+        _record=record,
+    ):
+        # (every Python call of the thread comes here: the common case is one set lookup;
+        # a function is told by its globals and first line, so no code object is read,
+        # which is an audit event, once it has been judged)
+        caller = frame.f_back
+        if caller is None or id(caller.f_globals) in _skip:
+            return None
+        try:
+            entry = _kinds.get(id(caller.f_globals))
+            if entry is None and _classify(caller) != "notebook":
+                return None
+            found = frame.f_globals
+            entry = _kinds.get(id(found))
+            kind = entry[1] if entry is not None else _classify(frame)
+            if kind == "torch" or kind == "again":
+                key = (id(found), frame.f_lineno)
+                verdict = _verdicts.get(key)
+                if verdict is None:
+                    verdict = _verdicts[key] = (found, judge_code(frame.f_code))
+                if verdict[1]:
+                    _record("builtin", verdict[1])
+        except Exception:  # noqa: BLE001, S110 (a trace function that raises is unset)
+            pass
+        return None
+
+    def trace_when_active(frame, event, arg, _state=state, _trace=trace):
+        """For threads, which carry it for their whole life: only during a hidden test."""
+        return _trace(frame, event, arg) if _state["active"] else None
+
+    protected.extend((trace, trace_when_active, is_notebook))
+    return trace, trace_when_active, is_notebook
+
+
+def _watch_compilers(torch, record, protected, workdir):
+    """The kernels run with TorchDynamo and TorchScript off (`TORCHDYNAMO_DISABLE`,
+    `PYTORCH_JIT=0`): `torch.compile` and `torch.jit.script` hand back the notebook's own
+    code, which runs eagerly, watched like the rest. A note on the card says so."""
+    message = "torch.compile or torch.jit ran the code eagerly (off while the notebook is graded)"
+    for owner, name in ((torch, "compile"), (torch.jit, "script"), (torch.jit, "trace")):
+        function = getattr(owner, name, None)
+        if isinstance(function, types.FunctionType):
+            sighting = _from_notebook(record, workdir, "note", message)
+            protected.append(_instrument(function, sighting))
+
+
 def _watch_threads(record, state, protected, workdir):
     """Note threads the notebook's code starts while a graded call runs. A thread is no
     evidence (the dispatcher-level watch sees a built-in on any thread); the note says how a
@@ -325,6 +577,23 @@ def _watch_threads(record, state, protected, workdir):
 
     started_by_notebook = _first_caller_is_notebook(workdir)
 
+    def watched(function, args, kwargs, _state=state, _settrace=sys.settrace):
+        """The new thread's first code: the engine's allow-list (a trace function) and
+        the exercise's torch function mode, for as long as it runs (they record only while a hidden
+        test runs: `state["active"]`)."""
+        _state["own_trace"] = _thread.get_ident()
+        try:
+            _settrace(_state["thread_trace"])
+        finally:
+            _state["own_trace"] = None
+        # the function mode only: a dispatch mode would stop torch's higher-order operators
+        # (flex_attention) on this thread; the dispatcher's watch sees every thread's ops
+        modes = _state.get("modes") or ()
+        with contextlib.ExitStack() as stack:
+            for mode in modes[:1]:
+                stack.enter_context(mode())
+            return function(*args, **kwargs)
+
     def start(
         function,
         args=(),
@@ -334,14 +603,21 @@ def _watch_threads(record, state, protected, workdir):
         _state=state,
         _record=record,
         _notebook=started_by_notebook,
+        _watched=watched,
     ):
         if _state["active"] and _notebook(2):
             _record("note", "started a thread during a hidden test")
-        return _start(function, args, kwargs or {}, *rest)
+        return _start(_watched, (function, args, kwargs or {}), *rest)
 
     _thread.start_new_thread = start
     setattr(threading, "_start_new_thread", start)  # noqa: B010 (a private name of threading)
-    protected.append(start)
+    protected.extend((start, watched))
+    # threading.settrace: the trace function every new thread sets in place of the
+    # allow-list's (the thread's own call of sys.settrace is threading's, not the notebook's)
+    for name in ("settrace", "setprofile"):
+        message = f"threading.{name}: replaces the grader's watch on new threads"
+        sighting = _from_notebook(record, workdir, "machinery", message)
+        protected.append(_instrument(getattr(threading, name), sighting))
 
 
 def _first_caller_is_notebook(workdir):
@@ -415,6 +691,11 @@ def _make_hook(record, state, protected, config, workdir):
     blocked = frozenset(config["blocked_imports"])
     folders = frozenset(os.path.basename(p) for p in hidden) - blocked
     private_proc = ("/fd", "/mem", "/maps", "/environ")
+    # the last part of a relative path opened beside a descriptor of /proc/<pid> (dir_fd)
+    private_names = frozenset(p.strip("/") for p in private_proc)
+    # Sandboxed, /proc is read-only and private to the kernel: the operating system refuses
+    # what the /proc checks refuse here, by any path or descriptor
+    proc_checks = not config.get("sandboxed")
     watched = frozenset(
         {
             "import", "open", "os.listdir", "os.scandir", "os.remove", "os.rename",
@@ -442,6 +723,8 @@ def _make_hook(record, state, protected, config, workdir):
         path,
         writing,
         _private_proc=private_proc,
+        _private_names=private_names,
+        _proc_checks=proc_checks,
         _realpath=os.path.realpath,
         _fspath=os.fspath,
         _under=_under,
@@ -457,7 +740,10 @@ def _make_hook(record, state, protected, config, workdir):
             return
         if _under(real, hidden):
             refuse("hidden", f"{event} {text} (the grader's own files)")
-        if real.startswith("/proc/") and any(part in real for part in _private_proc):
+        if _proc_checks and (
+            (real.startswith("/proc/") and any(part in real for part in _private_proc))
+            or (not text.startswith("/") and os.path.basename(text) in _private_names)
+        ):
             refuse("machinery", f"{event} {text} (a process's file descriptors or memory)")
         if writing and _under(real, environment):
             refuse("environment", f"{event} {text} (the grading environment is read-only)")
@@ -512,6 +798,7 @@ def _make_hook(record, state, protected, config, workdir):
         return name.startswith(_workdir) or "/ipykernel_" in name
 
     notebook = _first_caller_is_notebook(workdir)
+    _get_ident = __import__("_thread").get_ident
 
     def hook(event, args, _watched=watched, _state=state, _protected=protected):
         if event not in _watched or _state["busy"]:
@@ -533,6 +820,8 @@ def _make_hook(record, state, protected, config, workdir):
         _install=_INSTALL.match,
         _command=_command,
         notebook=notebook,
+        _get_ident=_get_ident,
+        _gettrace=sys.gettrace,
     ):
         if event == "import":
             name = str(args[0])
@@ -568,7 +857,17 @@ def _make_hook(record, state, protected, config, workdir):
         elif event == "sys._getframe":
             if candidate_reads_frames():
                 _record("machinery", "reads interpreter frames (sys._getframe, inspect)")
-        elif event in ("sys.settrace", "sys.setprofile", "sys._current_frames", "sys.addaudithook"):
+        elif event == "sys.settrace":
+            if _state.get("own_trace") == _get_ident() or not notebook(3):
+                # the guard's or the shim's own, or the kernel's (an interrupt); a thread
+                # started after threading.settrace is the sighting of threading.settrace
+                return
+            if _gettrace() in (_state.get("trace"), _state.get("thread_trace")):
+                # the allow-list's trace function is set on this thread: the notebook's
+                # code replacing it (sys.settrace, a debugger) would switch it off
+                refuse("machinery", "replaces the grader's trace function (sys.settrace)")
+            _record("machinery", f"{event}()")
+        elif event in ("sys.setprofile", "sys._current_frames", "sys.addaudithook"):
             if notebook(3):
                 _record("machinery", f"{event}()")
         elif event.startswith("ctypes."):

@@ -6,6 +6,7 @@ anything heavy is imported. The Jupyter side is `grader.kernel.manager`."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from typing import Any
 from grader.core.errors import KernelStartError
 from grader.core.limits import Limits
 from grader.kernel import processes as procs
-from grader.kernel import sandbox, template
+from grader.kernel import sandbox, syscalls, template
 
 _HERE = Path(__file__).parent
 # The kernel-side code: the guard first (the shim's install calls it), the wire format, the
@@ -31,13 +32,14 @@ RUNTIME_PACKAGES = ("torch", "IPython", "ipykernel")
 # the path): asks Linux to kill the kernel when the grader dies (PR_SET_PDEATHSIG, and
 # exits if the grader is already gone), sets the address-space limit, puts exactly the
 # grading environment on the path, and runs the kernel (argv: limit, path as JSON, the
-# grader's pid or 0, the call channel's reading end or -1, kernel arguments...). So no
+# grader's pid or 0, the call channel's reading end or -1, the seccomp filter in hex (see
+# grader/kernel/syscalls.py: ptrace and process_vm_writev refused), kernel arguments...). So no
 # .pth file, sitecustomize, user site or PYTHON* variable a notebook may have planted
 # takes effect. A thread waits for the call channel to hang up (only the grader holds
 # its writing end): when the grader is gone, however it went, the kernel exits, even where
 # the parent-death signal could not be set in time (a grader killed while bubblewrap
 # starts, under load).
-_LAUNCH = (
+_LAUNCH = syscalls.INSTALL + (
     "import ctypes, json, os, resource, runpy, select, sys, threading; n = int(sys.argv[1])\n"
     "ctypes.CDLL(None).prctl(1, 9)\n"
     "if int(sys.argv[3]) not in (0, os.getppid()): os._exit(1)\n"
@@ -47,25 +49,27 @@ _LAUNCH = (
     "    os._exit(1)\n"
     "if int(sys.argv[4]) >= 0: threading.Thread(target=_hangup, daemon=True).start()\n"
     "if n: resource.setrlimit(resource.RLIMIT_AS, (n, n))\n"
-    "sys.path[:] = json.loads(sys.argv[2]); sys.argv = ['ipykernel_launcher', *sys.argv[5:]]\n"
+    "_refuse_syscalls(sys.argv[5])\n"
+    "sys.path[:] = json.loads(sys.argv[2]); sys.argv = ['ipykernel_launcher', *sys.argv[6:]]\n"
     "runpy.run_module('ipykernel_launcher', run_name='__main__', alter_sys=True)"
 )
 
 
 def sandboxed(limits: Limits) -> bool:
     """Whether a grading with these limits runs its kernel in the sandbox: as asked
-    (`--sandbox`, `--no-sandbox`), else wherever bubblewrap works (as the kernel's user)."""
+    (`--sandbox`, `--no-sandbox`), else wherever bubblewrap works."""
     if limits.sandbox is not None:
         return limits.sandbox
-    ids = kernel_ids(limits.kernel_user)
-    return sandbox.available(tuple(start_prefix(ids=ids)) if ids else ())
+    return sandbox.available()
 
 
 def contained(limits: Limits) -> bool:
     """Whether a kernel with these limits runs in a PID namespace of its own (sandboxed,
     or contained wherever bubblewrap works)."""
-    ids = kernel_ids(limits.kernel_user)
-    return sandboxed(limits) or sandbox.available(tuple(start_prefix(ids=ids)) if ids else ())
+    if sandboxed(limits):
+        return True
+    ids = kernel_ids(limits)
+    return sandbox.available(tuple(start_prefix(ids=ids)) if ids else ())
 
 
 def cold_reason(limits: Limits) -> str:
@@ -116,22 +120,83 @@ def template_environment() -> dict[str, str]:
     return env
 
 
-def kernel_ids(user: str | None) -> tuple[int, int] | None:
-    """(uid, gid) the kernel runs as: `user`'s when the grader runs as root, else None (the
-    kernel runs as the grader's own user).
+# Where the grader picks the kernel's uid when it runs as root and no --kernel-user is
+# given: the first uid (and gid) from here that no account or group on the machine uses.
+AUTO_IDS_FROM = 61000
+
+
+def kernel_ids(limits: Limits) -> tuple[int, int] | None:
+    """(uid, gid) the kernel runs as, or None (the grader's own user, never root).
+
+    Run by root, the kernel is never root: `--kernel-user`'s ids, else an unused uid
+    (`auto_ids`). Unsandboxed, the kernel's user must reach the interpreter from the host
+    (inside the sandbox bubblewrap builds the way to it as root): where it cannot, the
+    kernel stays root, and the card says so (`kernel_user`).
 
     Raises:
         KernelStartError: there is no such user.
     """
-    if not user or os.geteuid() != 0:
+    if os.geteuid() != 0:
         return None
+    if limits.kernel_user:
+        import pwd
+
+        try:
+            entry = pwd.getpwnam(limits.kernel_user)
+        except KeyError:
+            raise KernelStartError(f"--kernel-user {limits.kernel_user}: no such user") from None
+        return entry.pw_uid, entry.pw_gid
+    if sandboxed(limits) or not unreachable_for_others():
+        return auto_ids()
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def auto_ids() -> tuple[int, int]:
+    """An unused uid and gid (the same number) for kernels of a grader run by root: no
+    account's files are the kernel's, and no process of the machine is its to signal."""
+    import grp
     import pwd
 
-    try:
-        entry = pwd.getpwnam(user)
-    except KeyError:
-        raise KernelStartError(f"--kernel-user {user}: no such user") from None
-    return entry.pw_uid, entry.pw_gid
+    uid = AUTO_IDS_FROM
+    while True:
+        try:
+            pwd.getpwuid(uid)
+        except KeyError:
+            try:
+                grp.getgrgid(uid)
+            except KeyError:
+                return uid, uid
+        uid += 1
+
+
+@functools.lru_cache(maxsize=1)
+def unreachable_for_others() -> str:
+    """The first folder of the interpreter's a user other than its owner cannot reach from
+    the host (a folder on the way that others may not enter, as /root is), or ""."""
+    for place in {os.path.realpath(sys.executable), *sandbox.interpreter_folders()}:
+        for folder in [*reversed(Path(place).parents), Path(place)]:
+            try:
+                mode = folder.stat().st_mode
+            except OSError:
+                return str(folder)
+            if not mode & 0o001:
+                return str(folder)
+    return ""
+
+
+def kernel_user(limits: Limits) -> str:
+    """Who the kernel runs as, for the card: "" for the grader's own (unprivileged) user,
+    else "uid N (picked: grade runs as root)", the --kernel-user's name, or "root" (with
+    why) where it could not be dropped."""
+    if os.geteuid() != 0:
+        return ""
+    ids = kernel_ids(limits)
+    if ids is None:
+        return f"root ({unreachable_for_others()} is closed to other users; not sandboxed)"
+    if limits.kernel_user:
+        return limits.kernel_user
+    return f"uid {ids[0]} (picked: grade runs as root)"
 
 
 # The first thing every kernel runs (argv: the grader's pid, the memory cgroup's
@@ -212,6 +277,10 @@ def kernel_environment(home: Path, token: str) -> dict[str, str]:
             "PIP_NO_INPUT": "1",
             "PIP_DISABLE_PIP_VERSION_CHECK": "1",
             "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+            # torch.compile and torch.jit.script hand back the notebook's own code, run
+            # eagerly and watched like the rest (no compiler starts during the tests)
+            "TORCHDYNAMO_DISABLE": "1",
+            "PYTORCH_JIT": "0",
         }
     )
     return env

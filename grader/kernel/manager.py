@@ -18,7 +18,7 @@ from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.provisioning import LocalProvisioner
 
-from grader.kernel import sandbox, template
+from grader.kernel import sandbox, syscalls, template
 from grader.kernel.launch import (
     _LAUNCH,
     grader_folders,
@@ -79,6 +79,7 @@ def kernel_manager(
         KernelStartError: `sandboxed` and bubblewrap is missing.
     """
     contained = sandboxed or sandbox.available(tuple(start_prefix(ids=ids)) if ids else ())
+    seccomp = syscalls.program().hex()
     kernel_args = [
         "-f", "{connection_file}",
         # Load torch while the kernel boots, in parallel with the grader's own start-up;
@@ -93,22 +94,26 @@ def kernel_manager(
     argv = [
         sys.executable, "-E", "-s", "-S", "-B", "-c", _LAUNCH,
         str(memory_bytes or 0), json.dumps(kernel_path()),
-        "0" if contained else str(os.getpid()), str(hangup_fd), *kernel_args,
+        "0" if contained else str(os.getpid()), str(hangup_fd), seccomp, *kernel_args,
     ]  # fmt: skip
 
-    def in_sandbox(command: list[str]) -> list[str]:
+    def in_sandbox(command: list[str], drop: bool = True) -> list[str]:
         if sandboxed:
             # Hide the folder that holds our scratch space too: other gradings' scratch
             # spaces (their connection files, their kernels' sockets) are there.
             return sandbox.wrap(
-                command, writable=[root], hidden=grader_folders(), private=[root.parent], gpu=gpu
-            )
+                command, writable=[root], hidden=grader_folders(), private=[root.parent],
+                gpu=gpu, ids=ids, drop=drop,
+            )  # fmt: skip
         return sandbox.contain(command) if contained else command
 
-    placeholder = in_sandbox(list(template.PLACEHOLDER))
+    # (the placeholder stays root, without capabilities to use: a forked kernel drops to
+    # its user by itself, and cannot signal it)
+    placeholder = in_sandbox(list(template.PLACEHOLDER), drop=False)
     argv = in_sandbox(argv)
-    # the memory cgroup and the user first (bubblewrap then holds no privilege to drop)
-    argv = [*start_prefix(group, ids), *argv]
+    # the memory cgroup first; the user too, unless the sandbox drops to it inside (run by
+    # root, bubblewrap builds the view as root, then the kernel becomes its user)
+    argv = [*start_prefix(group, None if sandboxed and sandbox.as_root() else ids), *argv]
     manager = _Manager(
         kernel_spec_manager=_Specs(argv, "message" if contained else "signal"),
         kernel_name="grader",
@@ -124,7 +129,7 @@ def kernel_manager(
     kernel_args[1] = manager.connection_file
     plan = template.WarmPlan(
         placeholder, kernel_args, memory_bytes, hangup_fd, group, startup_timeout,
-        template_environment(), template_key(),
+        template_environment(), template_key(), ids=ids, seccomp=seccomp,
     )  # fmt: skip
     manager.provisioner = provisioner(manager, plan)
     return manager

@@ -164,7 +164,7 @@ class KernelProcess:
         home = self.root / f"home-{self.tag}"
         home.mkdir()
         (home / "tmp").mkdir()
-        ids = kernel_ids(self.limits.kernel_user)
+        ids = kernel_ids(self.limits)
         for folder in (self.root, self.workdir, home, home / "tmp"):
             hand_over(folder, ids)
         self.group = memory.make_group(f"grader-{self.token}-{self.tag}", self.limits.memory_bytes)

@@ -44,6 +44,7 @@ from grader.kernel.launch import (
     environment_snapshot,
     guard_config,
     install_code,
+    sandboxed,
     scratch_root,
 )
 from grader.kernel.process import KernelProcess, OutputBudget, kill_all
@@ -333,6 +334,9 @@ class Session:
             "max_structure_bytes": MAX_STRUCTURE_BYTES,
             "watch": self._watch,
             "device": self.limits.device,  # where the suite's calls run (the shim moves tensors)
+            # sandboxed, the operating system holds what the guard's path checks hold
+            # without it (/proc read-only, the grader's folders absent)
+            "sandboxed": sandboxed(self.limits),
         }
         cell, total = self.limits.output_budget
         install = install_code(

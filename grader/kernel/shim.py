@@ -11,6 +11,7 @@ What it and the guard see of the exercise's watched built-ins goes to the grader
 the guard's record channel, never through an answer.
 """
 
+import _thread
 import contextlib
 import linecache
 import os
@@ -52,7 +53,34 @@ def install(fd, config, cell_output, total_output):
     restore_streams = _keep_streams()
     _disable_exit()
     watch = config.get("watch") or {}
-    modes = _modes(record, frozenset(watch.get("functions", ())), tuple(watch.get("ops", ())))
+    modes = _modes(
+        record,
+        frozenset(watch.get("functions", ())),
+        tuple(watch.get("ops", ())),
+        state["is_notebook"],
+    )
+
+    def watch_thread(trace, _state=state, _settrace=sys.settrace, _ident=_thread.get_ident):
+        """The engine's allow-list on this thread (see guard.py's `_public_api_only`)."""
+        _state["own_trace"] = _ident()
+        try:
+            _settrace(trace)
+        finally:
+            _state["own_trace"] = None
+
+    class Watching:
+        """The allow-list's trace function on this thread for the length of the
+        candidate's own call (not the shim's decoding and encoding around it)."""
+
+        def __enter__(self, _watch=watch_thread, _state=state):
+            _watch(_state["trace"] if _state["active"] else None)
+
+        def __exit__(self, *exc, _watch=watch_thread):
+            _watch(None)
+
+    modes = (*modes, Watching)
+    state["modes"] = modes  # the guard enters the function mode on every thread from now on
+
     if watch.get("setup"):
         exec(compile(watch["setup"], "<grader-exercise-setup>", "exec"), {})
     requests_fd, answers_fd = config["channel"]
@@ -107,7 +135,7 @@ def install(fd, config, cell_output, total_output):
         finally:
             _set_threads(threads)
 
-    protected.extend((serve, respond))
+    protected.extend((serve, respond, watch_thread))
     globals()["serve"] = serve
 
 
@@ -197,15 +225,42 @@ def _cap_output(cell_budget, total_budget):
         stream.__class__ = Capped
 
 
-def _modes(record, watch_functions, watch_ops):
+# Private names torch documents as API: the foreach ops (vectorised elementwise ops over
+# lists of tensors, what torch.optim runs on) and the traceable assert.
+_DOCUMENTED_PRIVATE = ("_foreach_", "_assert")
+
+
+def _modes(record, watch_functions, watch_ops, is_notebook):
     """A TorchFunctionMode and a TorchDispatchMode that record watched calls made on the
-    thread that runs a hidden test (they name the low-level ops the guard does not watch)."""
+    thread that runs a hidden test (they name the low-level ops the guard does not watch).
+    The function mode also records, for every exercise, a torch function with a private
+    name (`torch._softmax`, `torch._C._nn`'s, a tensor's `_` methods) that the notebook's
+    own code called (see guard.py's `_public_api_only`)."""
 
     class SeeFunctions(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None, _record=record):
-            name = getattr(func, "__name__", "")
+        def __torch_function__(
+            self,
+            func,
+            types,
+            args=(),
+            kwargs=None,
+            _record=record,
+            _getframe=sys._getframe,
+            _notebook=is_notebook,
+        ):
+            name = getattr(func, "__name__", "") or ""
             if name in watch_functions:
                 _record("builtin", name)
+            elif (
+                name[:1] == "_"
+                and name[:2] != "__"
+                and not name.startswith(_DOCUMENTED_PRIVATE)
+                and _notebook(_getframe(1))
+            ):
+                owner = getattr(func, "__module__", None) or _type_name(
+                    getattr(func, "__objclass__", None) or getattr(func, "__self__", None)
+                )
+                _record("builtin", f"torch's private function: {owner}.{name}")
             return func(*args, **(kwargs or {}))
 
     class SeeOps(TorchDispatchMode):
@@ -377,11 +432,11 @@ def _call(request, ns, modes, _device=_device):
     if request["op"] == "modules":
         return _modules(target)
     if request["op"] == "attribute":  # a property runs candidate code: watched like a call
-        with modes[0](), modes[1]():
+        with modes[0](), modes[1](), modes[2]():
             return getattr(target, str(request["name"]))
     if request["op"] == "set":
         value = _decode(request["value"], ns, _device["name"])
-        with modes[0](), modes[1]():
+        with modes[0](), modes[1](), modes[2]():
             setattr(target, str(request["name"]), value)
         return None
     if request.get("method"):
@@ -403,7 +458,7 @@ def _call(request, ns, modes, _device=_device):
         return _grad(target, args, kwargs, request, ns, modes)
     if request["op"] == "profile":
         return _profile(target, args, kwargs, request)
-    with modes[0](), modes[1]():
+    with modes[0](), modes[1](), modes[2]():
         value = target(*args, **kwargs)
     if request.get("construct") and isinstance(value, torch.nn.Module):
         value.to(_device["name"])
@@ -430,7 +485,7 @@ def _grad(target, args, kwargs, request, ns, modes):
     owner = _decode(request["params_of"], ns) if request.get("params_of") else None
     if owner is not None:
         owner.zero_grad(set_to_none=True)
-    with modes[0](), modes[1]():
+    with modes[0](), modes[1](), modes[2]():
         output = target(*args, **kwargs)
         picked = output
         for index in request.get("output_path", []):

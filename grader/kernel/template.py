@@ -21,7 +21,7 @@ Why forking is safe with torch on the CPU: the template imports torch but runs n
 its OpenMP pool never started (a child of a process whose pool ran hangs on its first
 parallel op); it starts no thread or event loop of its own; each kernel reseeds torch,
 numpy and `random`. CUDA is never initialised in the template: `--device cuda` kernels
-start cold, and so do kernels of another user (`--kernel-user`), kernels where bubblewrap
+start cold, and so do kernels where bubblewrap
 does not work, and every kernel under `--cold`. `--verbose` says which way each started.
 """
 
@@ -50,11 +50,13 @@ from typing import Any, NoReturn
 
 from grader.core.limits import Limits
 from grader.kernel import processes as procs
+from grader.kernel import syscalls
 from grader.kernel.sandbox import kernel_path
 
 log = logging.getLogger("grader.kernel")
 
-ZYGOTE_SOURCE = (Path(__file__).parent / "zygote.py").read_text()
+# (with the system-call filter's installer, which the forked kernel runs: syscalls.py)
+ZYGOTE_SOURCE = syscalls.INSTALL + (Path(__file__).parent / "zygote.py").read_text()
 SHARE_VARIABLE = "GRADER_TEMPLATE"  # "KEY ADDRESS": the template a parent shares
 TEMPLATE_KEY = "\0template"  # its entry in `processes.register_kernel`: spared by all sessions
 # The placeholder every forked kernel's sandbox is built around.
@@ -84,8 +86,6 @@ def cold_reason(limits: Limits, contained: bool) -> str:
         return "--cold"
     if limits.device != "cpu":
         return "CUDA kernels start cold (the template never initialises CUDA)"
-    if limits.kernel_user:
-        return "--kernel-user: a kernel of another user starts cold"
     if not contained:
         return "bubblewrap does not work here (a forked kernel needs its PID namespace)"
     return ""
@@ -317,6 +317,8 @@ class WarmPlan:
     startup_timeout: float
     template_env: dict[str, str]  # the template's, if this kernel must start it
     template_key: str  # which shared template it may use (`fingerprint`)
+    ids: tuple[int, int] | None = None  # the kernel's uid and gid, when not ours (as root)
+    seccomp: str = ""  # the system-call filter the kernel installs, in hex (syscalls.py)
     reason: list[str] = field(default_factory=list)  # set when the kernel started cold
 
 
@@ -422,6 +424,8 @@ def fork_kernel(plan: WarmPlan, options: dict[str, Any]) -> ForkedKernel:
             "address_space": plan.address_space or 0,
             "hangup_fd": plan.hangup_fd,
             "cgroup_procs": str(plan.group / "cgroup.procs") if plan.group else "",
+            "ids": list(plan.ids) if plan.ids else None,
+            "seccomp": plan.seccomp,
         }
         pid, pidfd = template.fork(request, fds, plan.startup_timeout)
     except BaseException:

@@ -77,9 +77,10 @@ def _joined_namespaces(pid):
     return flags
 
 
-def _drop_capabilities():
+def _drop_capabilities(ids=None):
     """No capability left in any set, none to gain back (what bubblewrap's --cap-drop ALL
-    leaves a sandboxed process)."""
+    leaves a sandboxed process); with `ids`, become that uid and gid first (as root: the
+    kernel is never the host's root), once the bounding set is empty."""
     try:
         with open("/proc/sys/kernel/cap_last_cap") as f:
             last = int(f.read())
@@ -88,6 +89,11 @@ def _drop_capabilities():
     for cap in range(last + 1):
         _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # fails for caps we never had: fine
     _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    if ids:
+        uid, gid = ids
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
     header = struct.pack("Ii", LINUX_CAPABILITY_VERSION_3, 0)
     data = bytes(24)  # two (effective, permitted, inheritable) structs, all zero
     _check(_libc.capset(ctypes.c_char_p(header), ctypes.c_char_p(data)), "capset")
@@ -133,9 +139,11 @@ def _kernel(request, fds, status_w, rootfd, flags, objects):
             os.chroot(".")
         os.close(rootfd)
         os.chdir(request["cwd"])
-        if flags & CLONE_NEWUSER:
-            _drop_capabilities()
+        ids = request.get("ids")
+        if flags & CLONE_NEWUSER or ids:
+            _drop_capabilities(ids)
         _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+        _refuse_syscalls(request.get("seccomp") or "")  # type: ignore[name-defined]  # noqa: F821 (syscalls.INSTALL, sent first)
         os.setsid()
         signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a fresh Python
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)

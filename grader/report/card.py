@@ -52,7 +52,8 @@ def render(report: GradeReport, console: Console) -> None:
     versions = (
         f"{report.duration_s:.1f} s   (torch {report.torch_version}"
         f"{'' if report.device == 'cpu' else ', on ' + report.device}"
-        f"{', sandboxed' if report.sandboxed else ', NOT sandboxed'})"
+        f"{', sandboxed' if report.sandboxed else ', NOT sandboxed: integrity checks best effort'}"
+        f"{', kernel as ' + report.kernel_user if report.kernel_user else ''})"
     )
     parts: list[RenderableType] = [
         _hanging(
@@ -451,6 +452,8 @@ def to_gradescope(report: GradeReport) -> str:
             "python_version": report.python_version,
             "suite_hash": report.suite_hash,
             "sandboxed": report.sandboxed,
+            "kernel_user": report.kernel_user,
+            "integrity_checks": report.integrity_checks,
         },
     }
     return json.dumps(encodable_data(document), indent=2)

@@ -20,7 +20,7 @@ from grader.core.limits import Limits
 from grader.core.notebook import Notebook, read_notebook
 from grader.core.results import CheckResult, GradeReport, Outcome, exit_code
 from grader.kernel import CellRun
-from grader.kernel.launch import sandboxed, warm_up
+from grader.kernel.launch import kernel_user, sandboxed, warm_up
 from grader.suite.exercise import (
     Exercise,
     allowed_packages,
@@ -102,7 +102,8 @@ def grade(notebook: Notebook, ctx: GradingContext) -> Graded:
     duration = time.monotonic() - started
     report = build_report(
         chosen, notebook, tests, cells, restarts, duration, session.findings,
-        profile=profile, device=limits.device, sandboxed=sandboxed(limits), catalog=ctx.catalog,
+        profile=profile, device=limits.device, sandboxed=sandboxed(limits),
+        kernel_user=kernel_user(limits), catalog=ctx.catalog,
     )  # fmt: skip
     return Graded(report, cells)
 

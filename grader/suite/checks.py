@@ -15,8 +15,9 @@ from typing import Any
 import torch
 
 from grader.core.outcomes import Failed, Interface
+from grader.suite.handle import describe
 
-__all__ = ["Failed", "Interface"]  # suites import them from here, with the helpers
+__all__ = ["Failed", "Interface", "describe"]  # suites import them from here, with the helpers
 
 
 @dataclass(frozen=True)
@@ -111,39 +112,26 @@ def tolerance_ratio(actual: torch.Tensor, expected: torch.Tensor, tol: Tolerance
     return (a - e).abs() / (tol.atol + tol.rtol * e.abs())
 
 
-def describe(value: Any) -> str:
-    """A short description of a returned value's type and shape."""
-    from grader.suite.handle import Foreign, Remote
-
-    if value is None:
-        return "None"
-    if isinstance(value, torch.Tensor):
-        return f"a {_dtype(value)} tensor of shape {tuple(value.shape)}"
-    if isinstance(value, tuple):
-        return f"a tuple of {len(value)}"
-    if isinstance(value, list):
-        return f"a list of {len(value)}"
-    if isinstance(value, Foreign):
-        return f"a {value.type}"
-    if isinstance(value, Remote):
-        return f"a {value.type_name or 'Python object'}"
-    return f"a {type(value).__name__} ({value!r:.40})"
-
-
 def _dtype(t: torch.Tensor) -> str:
     return str(t.dtype).replace("torch.", "")
+
+
+def _integral(t: torch.Tensor) -> bool:
+    """An integer or bool tensor (what ids, indices and masks are)."""
+    return not (t.is_floating_point() or t.is_complex())
 
 
 def tensor(
     value: Any, what: str, shape: Sequence[int] | None = None, *, floating: bool = True
 ) -> torch.Tensor:
-    """`value` must be a tensor (of `shape`, when given; floating-point unless `floating`
-    is False); returns it."""
+    """`value` must be a tensor (of `shape`, when given; real floating-point unless
+    `floating` is False); returns it. Whatever the candidate's code gave back, call this
+    before using it as a tensor: anything else fails the test, saying what came back."""
     if not isinstance(value, torch.Tensor):
         raise Interface(f"{what}: got {describe(value)}, want a torch.Tensor")
     if shape is not None and tuple(value.shape) != tuple(shape):
         raise Failed(f"{what} shape {tuple(value.shape)}, want {tuple(shape)}")
-    if floating and not value.is_floating_point():
+    if floating and value.dtype not in DEFAULT_TOLERANCES:  # float16, bfloat16, 32, 64
         raise Interface(f"{what} has dtype {_dtype(value)}, want a floating-point tensor")
     return value
 
@@ -152,7 +140,7 @@ def integers(value: Any, what: str, shape: Sequence[int] | None = None) -> torch
     """`value` must be an integer tensor (token ids, indices, counts; of `shape`, when
     given); returns it."""
     t = tensor(value, what, shape, floating=False)
-    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+    if not _integral(t) or t.dtype == torch.bool:
         raise Interface(f"{what} has dtype {_dtype(t)}, want an integer tensor")
     return t
 
@@ -164,7 +152,7 @@ def equal(actual: Any, expected: torch.Tensor, what: str) -> None:
     that differs and how many do."""
     floating = expected.is_floating_point()
     got = tensor(actual, what, expected.shape, floating=floating).detach()
-    if not floating and got.is_floating_point():
+    if not floating and not _integral(got):
         raise Interface(f"{what} has dtype {_dtype(got)}, want {_dtype(expected)}")
     common = torch.float64 if floating else torch.int64
     differs = got.to(common) != expected.detach().to(common)
@@ -231,17 +219,18 @@ def is_none(value: Any, what: str) -> None:
         raise Interface(f"{what}: got {describe(value)}, want None")
 
 
-def finite(t: torch.Tensor, what: str) -> None:
-    """No NaN or inf anywhere in `t`."""
+def finite(t: Any, what: str) -> None:
+    """`t` is a floating-point tensor with no NaN or inf anywhere."""
+    t = tensor(t, what)
     nan = int(torch.isnan(t).sum())
     inf = int(torch.isinf(t).sum())
     if nan or inf:
         raise Failed(f"{what}: {nan} NaN and {inf} inf values out of {t.numel()}")
 
 
-def small(t: torch.Tensor, what: str, bound: float) -> None:
-    """Every |entry| of `t` is below `bound`."""
-    if t.numel() == 0:
+def small(t: Any, what: str, bound: float) -> None:
+    """Every |entry| of `t` (a floating-point tensor) is below `bound`."""
+    if tensor(t, what).numel() == 0:
         return
     finite(t, what)
     worst = float(t.abs().max())
@@ -263,8 +252,10 @@ def close(
     The message names the element that breaks the tolerance the most (the largest ratio of
     its difference to the difference allowed there), not the largest absolute difference.
     """
+    tensor(actual, what, floating=False)
+    # `expected` may be another answer of the candidate's (`same`): checked like `actual`
+    expected = tensor(expected, f"{what}, the value compared against").detach()
     actual = tensor(actual, what, expected.shape).detach()
-    expected = expected.detach()  # a reference may come out of an autograd graph
     finite(actual, what)
     finite(expected, f"{what}, the value compared against")
     tol = tolerance(actual.dtype, expected.dtype, rtol=rtol, atol=atol)
@@ -281,28 +272,34 @@ def close(
         )
 
 
-def same(
-    actual: torch.Tensor, expected: torch.Tensor, what: str, *, atol: float | None = None
-) -> None:
+def same(actual: Any, expected: Any, what: str, *, atol: float | None = None) -> None:
     """Two outputs of the candidate that must agree, up to the dtype's default tolerance (or
     `atol`, where a test allows more); NaN or inf in either fails."""
     close(actual, expected, what, atol=atol)
 
 
-def differ(a: torch.Tensor, b: torch.Tensor, what: str, at_least: float = 1e-4) -> None:
-    """Two finite outputs that must not be the same (NaN is not a difference)."""
+def differ(a: Any, b: Any, what: str, at_least: float = 1e-4) -> None:
+    """Two finite outputs (floating-point tensors) that must not be the same (NaN is not
+    a difference; tensors of different shapes differ)."""
     finite(a, what)
     finite(b, f"{what}, the value compared against")
-    if tuple(a.shape) == tuple(b.shape) and float((a - b).abs().max()) < at_least:
+    if tuple(a.shape) != tuple(b.shape):
+        return
+    if a.numel() == 0:
+        raise Failed(f"{what}: empty tensors {tuple(a.shape)}, want values that differ")
+    if float((a - b).abs().max()) < at_least:
         raise Failed(
             f"{what}: max abs diff {float((a - b).abs().max()):.3g}, want >= {at_least:.0e}"
         )
 
 
-def rows_sum_to_one(w: torch.Tensor, what: str, atol: float = 1e-5) -> None:
-    """Probabilities (a softmax, attention weights): non-negative, summing to 1 over the last
-    axis (within `atol`, and never tighter than the dtype's default tolerance)."""
+def rows_sum_to_one(w: Any, what: str, atol: float = 1e-5) -> None:
+    """Probabilities (a softmax, attention weights: a floating-point tensor): non-negative,
+    summing to 1 over the last axis (within `atol`, and never tighter than the dtype's
+    default tolerance). No rows at all pass."""
     finite(w, what)
+    if w.numel() == 0:
+        return
     tol = tolerance(w.dtype, atol=atol)
     bound = tol.atol + tol.rtol  # |expected| = 1
     low = float(w.min())

@@ -17,6 +17,7 @@ added to the built-in ones and replace those of the same name (`use_exercises`).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import hashlib
 import importlib
@@ -70,6 +71,9 @@ class Watch:
     - `modules`: qualified names of module types a candidate's module must not hold.
     - `private`: a regular expression for private torch names that count as the built-in.
     - `setup`: trusted code run in the kernel after the guard, before the first cell.
+    - `graded`: the names the hidden tests grade; the source scan counts a built-in only
+      in the code they reach. An `Exercise` gives its watch its `defines` when this is
+      empty.
     """
 
     what: str = "built-in"
@@ -81,6 +85,7 @@ class Watch:
     modules: frozenset[str] = frozenset()
     private: str = ""
     setup: str = ""
+    graded: tuple[str, ...] = ()
 
     def kernel_config(self) -> dict[str, object]:
         """What the kernel-side guard and shim are told (plain data)."""
@@ -112,6 +117,10 @@ class Exercise:
     # what `--profile` times and measures against torch (see grader.run.profile.Profiled);
     # None: the exercise has no profile
     profile: Any = None
+
+    def __post_init__(self) -> None:
+        if not self.watch.graded:  # the source scan reads the code the graded names reach
+            self.watch = dataclasses.replace(self.watch, graded=self.defines)
 
     def check(
         self, level: str, points: float = 1, hidden: bool = True

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import torch
 
-from grader.core.outcomes import CandidateRaised, NoAnswer
+from grader.core.outcomes import CandidateRaised, Interface, NoAnswer
 from grader.core.records import Finding
 from grader.kernel.channel import Request
 
@@ -126,10 +126,18 @@ class Kernel:
     def new(self, class_name: str, *args: Any, seed: int | None = 0, **kwargs: Any) -> Remote:
         """Construct a candidate class; torch is seeded first so weights are reproducible.
         It is built on the CPU (the same weights whatever the device) and a module is then
-        moved to the grading's device (`Limits.device`)."""
+        moved to the grading's device (`Limits.device`).
+
+        Raises:
+            Interface: what the name gave is plain data (a number, None, a tensor, a list),
+                not an object that stays in the kernel.
+        """
         request = _request({"__global__": class_name}, None, args, kwargs, seed)
         request["construct"] = True
-        return self._answer(request, class_name)
+        built = self._answer(request, class_name)
+        if not isinstance(built, Remote):  # the name is bound to something else than a class
+            raise Interface(f"{class_name}(...) gave {describe(built)}, want an object")
+        return built
 
     def call(
         self,
@@ -372,6 +380,35 @@ def _wire(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: _wire(item) for key, item in value.items()}
     return value
+
+
+def describe(value: Any) -> str:
+    """What a value the candidate's code gave back is, in a few words, for a message that
+    says what came back: "None", "a float (0.6931)", "a float64 tensor of shape (8,)",
+    "a list of 3", "a numpy.ndarray", "a KVCache object" (an object still in the kernel)."""
+    if value is None:
+        return "None"
+    if isinstance(value, torch.Tensor):
+        dtype = str(value.dtype).replace("torch.", "")
+        shape = f"{_a(dtype)} tensor of shape {tuple(value.shape)}"
+        if value.dim() or value.is_complex():
+            return shape
+        item = value.item()
+        return f"{shape} ({item:.6g})" if isinstance(item, float) else f"{shape} ({item!r})"
+    if isinstance(value, (tuple, list, dict)):
+        return f"a {type(value).__name__} of {len(value)}"
+    if isinstance(value, Foreign):
+        return _a(value.type)
+    if isinstance(value, Remote):  # the notebook's own classes are __main__'s
+        return f"{_a(value.type_name.removeprefix('__main__.') or 'Python')} object"
+    if isinstance(value, float):
+        return f"a float ({value:.6g})"
+    return f"{_a(type(value).__name__)} ({value!r:.40})"
+
+
+def _a(word: str) -> str:
+    """`word` after its article: "an int64", "a float32"."""
+    return f"{'an' if word[:1].lower() in ('a', 'e', 'i', 'o', 'u') else 'a'} {word}"
 
 
 def _measurement(value: Any) -> dict[str, Any]:

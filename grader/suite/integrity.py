@@ -25,11 +25,15 @@ def require_clean_source(
     forbidden: tuple[str, ...],
     watch: Watch | None = None,
     numbers: list[int] | None = None,
+    graded: tuple[str, ...] | None = None,
 ) -> None:
     """A check's verdict: the graded code names none of the built-ins (`ScanResult.builtins`:
-    machinery and magics are notes on the card, not a failure). The message names the cell
-    as the card does when the sources know their cells (`kernel.sources`) or `numbers`
-    gives each source's cell number in the notebook (`Kernel.cell_numbers`).
+    machinery and magics are notes on the card, not a failure). The graded code is what
+    the graded names reach: `graded`, else the watch's (`Watch.graded`, an exercise's
+    `defines`), else every function and class the notebook defines not named like a check.
+    The message names the cell as the card does when the sources know their cells
+    (`kernel.sources`) or `numbers` gives each source's cell number in the notebook
+    (`Kernel.cell_numbers`).
 
     Raises:
         Failed: naming the first finding (and how many more there are).
@@ -37,7 +41,8 @@ def require_clean_source(
     watch = watch or Watch()
     if numbers:
         sources = [CellSource(s, n) for s, n in zip(sources, numbers, strict=True)]
-    findings = scan_cells(sources, forbidden, watch.private).builtins
+    names = graded if graded is not None else watch.graded or None
+    findings = scan_cells(sources, forbidden, watch.private, names).builtins
     if findings:
         more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
         raise Failed(f"built-in {watch.what} in the source: {findings[0]}{more}")

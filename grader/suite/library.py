@@ -12,7 +12,7 @@ function). The helpers fail with `checks.Failed` (a wrong answer) or `checks.Int
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -48,21 +48,39 @@ def noncontiguous(t: torch.Tensor) -> torch.Tensor:
     return view
 
 
-def exactly_zero(t: torch.Tensor, what: str) -> None:
-    """Every entry of `t` is exactly 0 (and none is NaN)."""
+def exactly_zero(t: Any, what: str) -> None:
+    """Every entry of `t` (a floating-point tensor) is exactly 0 (and none is NaN)."""
     checks.finite(t, what)
     if t.numel() and float(t.abs().max()) != 0:
         raise Failed(f"{what}: max {float(t.abs().max()):.3g}, want exactly 0")
 
 
-def require_state(state: Any, names: list[str], owner: str) -> dict[str, torch.Tensor]:
-    """The named tensors from a candidate's state_dict, or an Interface failure naming
-    what is missing."""
+def state_dict(module: Any, owner: str) -> dict[Any, Any]:
+    """A candidate module's whole state_dict(), which must be a dict (of anything)."""
+    state = module.state_dict()
     if not isinstance(state, dict):
-        raise checks.Interface(f"{owner}.state_dict() did not return a dict")
+        raise checks.Interface(f"{owner}.state_dict(): got {checks.describe(state)}, want a dict")
+    return state
+
+
+def require_state(
+    state: Any,
+    names: list[str],
+    owner: str,
+    shapes: Mapping[str, Sequence[int]] | None = None,
+) -> dict[str, torch.Tensor]:
+    """The named tensors from a candidate's state_dict, or an Interface failure naming
+    what is missing; those of them `shapes` names must be floating-point tensors of that
+    shape (the suite computes its reference from them)."""
+    if not isinstance(state, dict):
+        raise checks.Interface(f"{owner}.state_dict(): got {checks.describe(state)}, want a dict")
     if missing := [n for n in names if not isinstance(state.get(n), torch.Tensor)]:
         listed = ", ".join(missing[:4]) + (f" (+{len(missing) - 4} more)" if missing[4:] else "")
         raise checks.Interface(f"{owner}.state_dict() has no {listed}: keep the scaffold's layers")
+    for name, want in ((n, tuple(shapes[n])) for n in names if shapes and n in shapes):
+        got = tuple(checks.tensor(state[name], f"{owner}.state_dict()[{name!r}]").shape)
+        if got != want:
+            raise checks.Interface(f"{owner}: {name} has shape {got}, want {want}")
     return {n: state[n] for n in names}
 
 
@@ -70,7 +88,8 @@ def load_state(module: Any, owner: str, tensors: dict[str, torch.Tensor]) -> Non
     """Overwrite some of a candidate module's tensors (``load_state_dict(strict=False)``);
     each must exist in its state_dict."""
     answer = module.load_state_dict(tensors, strict=False)
-    unknown = list(answer[1]) if isinstance(answer, (tuple, list)) and len(answer) == 2 else []
+    pair = isinstance(answer, (tuple, list)) and len(answer) == 2
+    unknown = [str(k) for k in answer[1]] if pair and isinstance(answer[1], (list, tuple)) else []
     if unknown:
         raise checks.Interface(f"{owner}.state_dict() has no {', '.join(unknown[:4])} to load into")
 
@@ -125,12 +144,20 @@ def causal(
     later = x.clone()
     tail = later.narrow(dim, t + 1, x.shape[dim] - t - 1)
     tail += randn(*tail.shape, seed=seed, scale=3.0, dtype=x.dtype)
-    y1, y2 = call(x), call(later)
+    y1, y2 = (_along(call(v), what, dim, x.shape[dim]) for v in (x, later))
     head = f"{what}[..{t}] after changing inputs after t={t}"
     checks.same(y2.narrow(dim, 0, t + 1), y1.narrow(dim, 0, t + 1), head)
     rest = f"{what} after t={t} (must change with its own inputs)"
     checks.differ(y2.narrow(dim, t + 1, x.shape[dim] - t - 1),
                   y1.narrow(dim, t + 1, x.shape[dim] - t - 1), rest)  # fmt: skip
+
+
+def _along(y: Any, what: str, dim: int, length: int) -> torch.Tensor:
+    """`y` as a floating-point tensor of `length` positions along `dim`, else a failure."""
+    y = checks.tensor(y, what)
+    if y.dim() <= dim or y.shape[dim] != length:
+        raise Failed(f"{what} shape {tuple(y.shape)}, want {length} positions on axis {dim}")
+    return y
 
 
 def eval_mode_is_deterministic(

@@ -31,6 +31,7 @@ def build_report(
     profile: dict[str, Any] | None = None,
     device: str = "cpu",
     sandboxed: bool = False,
+    kernel_user: str = "",
     catalog: Mapping[str, Exercise] | None = None,
 ) -> GradeReport:
     """Score the results (pure: no kernel). Findings that void the grading zero it. A
@@ -84,6 +85,8 @@ def build_report(
         suite_hash=suite_hash(exercise),
         device=device,
         sandboxed=sandboxed,
+        kernel_user=kernel_user,
+        integrity_checks="enforced" if sandboxed else "best effort",
         profile=profile,
         root_cause=cause,
         hints=[] if wrong else hints(exercise, tests, voided),

@@ -29,21 +29,30 @@ Built-in references are references that resolve to torch and name one of the exe
 pattern (for attention: ``torch._scaled_dot_product_flash_attention_for_cpu``,
 ``F._in_projection_packed``).
 ``scan_cells`` reports every one in ``ScanResult.references`` with where it sits. It is a
-*finding* only when it is inside a function or class the notebook defines (what the graded
-objects run; decorators, defaults and bases included, annotations not), or when it sits at
-top level in the binding of a name such a function or class uses (reported at the use and
-at the binding). Top-level code that only checks the candidate's work against
-``nn.MultiheadAttention`` is not a finding. Check functions count as top-level code: a
-top-level function or class named like a check (``test*``, ``check*``, ``compare*``,
-``verify*``, ``validate*``, ``sanity*``, ``demo*``, ``run_*``, ``*test(s)``, ``main``;
-leading underscores ignored) that the notebook only calls as a bare statement (at top
-level or from another check function), that writes no notebook-level state (no
-``global``/``nonlocal``, ``setattr``/``delattr``, ``globals()``, assignment to an attribute
-or item of a module-level name, attribute of the notebook's own functions and classes) and
-that reads no assigned module-level name the implementation also reads. No graded name in
-the catalog looks like a check (a test keeps it so).
+*finding* only when it lies in code the graded objects reach. The graded objects are the
+``graded`` names, an exercise's ``defines`` (what the hidden tests call; the suites pass
+them through ``Watch.graded``). Code belongs to module-level names: a function's or
+class's body, decorators, defaults and bases (annotations are not read) to its name; the
+value of a module-level binding to the names it binds (``_ln = F.layer_norm``); what is
+written into an object, from anywhere, to the name that holds it (``LayerNorm.forward =
+_fast``, ``setattr(LayerNorm, ...)``, ``table[k] = ...``, and arguments to a method of an
+object the notebook made, ``table.update(...)``); what is written into the namespace by
+computed name (``globals()[name] = ...``, ``globals().update(...)``) to the graded
+objects. The graded code is the graded objects' code and, transitively, the code of every
+module-level name it reads (reading ``globals()`` reads them all) and of every notebook
+function that writes into its parameter and is handed a name already reached
+(``install(LayerNorm)`` with ``cls.forward = ...``). A graded name, or a module-level
+name the graded code reads, that any binding anywhere binds to a built-in is a finding at
+that binding too. Code the graded objects do not reach is never a finding, whatever its
+name and however it is called: a self-check helper that compares the candidate's work
+with ``nn.MultiheadAttention`` keeps full marks, used inside ``print(...)``, ``assert``,
+an f-string, a loop or ``ok = check()`` alike. Without graded names (``graded=None``) every
+function and class the notebook defines is graded, except those named like a check
+(``test*``, ``check*``, ``compare*``, ``verify*``, ``validate*``, ``sanity*``, ``demo*``,
+``run_*``, ``*test(s)``, ``main``; leading underscores ignored); no graded name in the
+catalog looks like a check (a test keeps it so).
 
-Machinery is a finding wherever it appears, check code included (``_MACHINERY``,
+Machinery is a finding wherever it appears, graded or not (``_MACHINERY``,
 ``_INTERNALS``): threads and processes, native code, heap and frame walking, tracers and
 hooks, ``sys.modules``, ``builtins``, torch's operator, mode and compiler internals,
 string execution (``eval``/``exec``/``compile``/``__import__``/``importlib``,
@@ -85,22 +94,34 @@ from grader.suite.scan.visitor import _Reader
 __all__ = ["CellSource", "SourceFinding", "ScanResult", "scan", "scan_cells"]
 
 
-def scan(sources: list[str], forbidden: tuple[str, ...], private: str = "") -> list[str]:
+def scan(
+    sources: list[str],
+    forbidden: tuple[str, ...],
+    private: str = "",
+    graded: tuple[str, ...] | None = None,
+) -> list[str]:
     """Findings like 'cell 5, line 7: uses scaled_dot_product_attention', in cell and line
     order. Cells are numbered as the card numbers them (all cells count, from 1) when the
     sources know their cells (`CellSource`: `Kernel.sources`), else 'code cell 3' counts
     from 1 among the sources. `private` is a regular expression for private torch names
     that count as a forbidden built-in (an exercise's `Watch.private`); none do when it is
-    empty."""
-    return [str(finding) for finding in scan_cells(sources, forbidden, private).findings]
+    empty. `graded`: the names the hidden tests grade (an exercise's `defines`); None
+    grades every function and class the notebook defines that is not named like a check."""
+    return [str(f) for f in scan_cells(sources, forbidden, private, graded).findings]
 
 
-def scan_cells(sources: list[str], forbidden: tuple[str, ...], private: str = "") -> ScanResult:
+def scan_cells(
+    sources: list[str],
+    forbidden: tuple[str, ...],
+    private: str = "",
+    graded: tuple[str, ...] | None = None,
+) -> ScanResult:
     """Scan the code cells' source (in notebook order) against the rules above; findings
-    are numbered as `scan` says."""
+    are numbered, and `graded` read, as `scan` says."""
     cells = _read_cells(sources)
     pattern = re.compile(private, re.IGNORECASE) if private else None
-    reader = _Reader(frozenset(forbidden), cells, pattern)
+    chosen = None if graded is None else frozenset(graded)
+    reader = _Reader(frozenset(forbidden), cells, pattern, chosen)
     for _ in range(4):  # bindings to a fixpoint: a later cell can bind a name used earlier
         if not reader.read(emit=False):
             break

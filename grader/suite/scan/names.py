@@ -146,7 +146,6 @@ class _Bindings:
         self.module: _Env = {}
         self.names: set[str] = set()  # every module-level name the notebook binds
         self.defs: set[str] = set()  # module-level def/class names
-        self.assigned: set[str] = set()  # module-level names bound by assignment
         for cell in cells:
             for node in _own_nodes(cell.tree.body):
                 self.names |= _bound([node])
@@ -155,7 +154,7 @@ class _Bindings:
 
     def bind(self, target: ast.AST, paths: set[str]) -> None:
         if isinstance(target, ast.Name):
-            self.bind_name(target.id, paths, target, assigned=True)
+            self.bind_name(target.id, paths, target)
         elif isinstance(target, (ast.Tuple, ast.List)):
             for element in target.elts:
                 self.bind(element, paths)
@@ -176,18 +175,13 @@ class _Bindings:
         name: str,
         paths: set[str],
         node: ast.AST,
-        assigned: bool = False,
         module: bool = False,
     ) -> None:
-        scope = self.scopes[-1]
-        if scope.kind == "comprehension" and name not in scope.names:
-            scope = next(s for s in reversed(self.scopes) if s.kind != "comprehension")
+        scope = self._binding_scope(name)
         if module or scope.kind == "module" or name in scope.glob:
             if self.emit:
                 return
             self.names.add(name)
-            if assigned:
-                self.assigned.add(name)
             env = self.module
         else:
             scope.names.add(name)  # a magic's body can bind names its cell did not show
@@ -196,6 +190,19 @@ class _Bindings:
         for path in paths:
             if len(bound) < 64:
                 bound.setdefault(path, (self.cell, self._line(node)))
+
+    def _binding_scope(self, name: str) -> _Scope:
+        """The scope a binding of `name` here binds it in (a comprehension's own targets
+        only in the comprehension)."""
+        scope = self.scopes[-1]
+        if scope.kind == "comprehension" and name not in scope.names:
+            scope = next(s for s in reversed(self.scopes) if s.kind != "comprehension")
+        return scope
+
+    def binds_module(self, name: str) -> bool:
+        """Whether binding `name` here binds the module-level name."""
+        scope = self._binding_scope(name)
+        return scope.kind == "module" or name in scope.glob
 
     def lookup(self, name: str) -> tuple[str, set[str]]:
         """(where, paths): where is local, module, builtin or unbound."""

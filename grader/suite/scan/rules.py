@@ -71,6 +71,7 @@ _INTERNALS = _words(
     "co_names f_back f_locals f_globals f_builtins f_code tb_frame gi_frame cr_frame ag_frame"
 )
 _NAMESPACES = frozenset({"builtin:globals", "builtin:vars", "builtin:locals"})
+_NAMESPACE_OBJECTS = frozenset(f"{name}()" for name in _NAMESPACES)  # what they return
 _LOOKUPS = frozenset({"builtin:getattr", "builtin:setattr", "builtin:delattr", "builtin:hasattr"})
 _DUNDER_LOOKUPS = {"__getattribute__": 1, "__getattr__": 1, "__delattr__": 1, "__setattr__": 2}
 

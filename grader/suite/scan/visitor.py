@@ -28,7 +28,7 @@ from grader.suite.scan.rules import (
     _LOOKUPS,
     _MACHINERY,
     _MAX_DEPTH,
-    _NAMESPACES,
+    _NAMESPACE_OBJECTS,
     _PYTHON_CELL,
     _PYTHON_FILE,
     _PYTHON_LINE,
@@ -42,11 +42,14 @@ class _Reader(_Recorder):
     bindings, `read(emit=True)` records references, uses and machinery."""
 
     def __init__(
-        self, forbidden: frozenset[str], cells: list[_Cell], private: re.Pattern[str] | None
+        self,
+        forbidden: frozenset[str],
+        cells: list[_Cell],
+        private: re.Pattern[str] | None,
+        graded: frozenset[str] | None = None,
     ) -> None:
-        super().__init__(forbidden, cells, private)
+        super().__init__(forbidden, cells, private, graded)
         self.depth = 0  # magic bodies read inside magic bodies
-        self.bare: int | None = None  # the call that is a whole statement, if any
         self.local = False  # the cell's functions and classes cannot bind module names
 
     # - passes -
@@ -56,7 +59,6 @@ class _Reader(_Recorder):
         before = sum(len(paths) for paths in self.module.values())
         self.begin(emit)
         self.depth = 0
-        self.bare = None
         for cell in self.cells:
             self.cell, self.offset, self.local = cell.number, cell.offset, cell.local
             self.scopes = [_Scope("module")]
@@ -77,11 +79,6 @@ class _Reader(_Recorder):
         else:
             for child in ast.iter_child_nodes(node):
                 self.visit(child)
-
-    def visit_Expr(self, node: ast.Expr) -> None:
-        if isinstance(node.value, ast.Call):
-            self.bare = id(node.value)
-        self.visit(node.value)
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -110,30 +107,30 @@ class _Reader(_Recorder):
                 self.bind_name(rest, {key.rstrip("*")}, node)
 
     def visit_Assign(self, node: ast.Assign) -> None:
-        self.visit(node.value)
+        self.value(set().union(*(self.written(t) for t in node.targets)), node.value)
         paths = self.carried(node.value)
         for target in node.targets:
             self.bind(target, paths)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
-            self.visit(node.value)
+            self.value(self.written(node.target), node.value)
             self.bind(node.target, self.carried(node.value))
         elif not isinstance(node.target, ast.Name):
             self.visit(node.target)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        self.visit(node.value)
+        self.value(self.written(node.target), node.value)
         if isinstance(node.target, ast.Name):
             self.visit(ast.copy_location(ast.Name(node.target.id, ast.Load()), node.target))
         self.bind(node.target, self.carried(node.value))
 
     def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
-        self.visit(node.value)
+        self.value(self.written(node.target), node.value)
         self.bind(node.target, self.carried(node.value))
 
     def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
-        self.visit(node.iter)
+        self.value(self.written(node.target), node.iter)
         self.bind(node.target, self.carried(node.iter))
         self.body(node.body)
         self.body(node.orelse)
@@ -142,18 +139,21 @@ class _Reader(_Recorder):
 
     def visit_With(self, node: ast.With | ast.AsyncWith) -> None:
         for item in node.items:
-            self.visit(item.context_expr)
+            into = set() if item.optional_vars is None else self.written(item.optional_vars)
+            self.value(into, item.context_expr)
             if item.optional_vars is not None:
                 self.bind(item.optional_vars, self.carried(item.context_expr))
         self.body(node.body)
 
     visit_AsyncWith = visit_With
 
-    def visit_Global(self, node: ast.Global | ast.Nonlocal) -> None:
-        if self.owners:
-            self.writes.add(self.owners[0])
-
-    visit_Nonlocal = visit_Global
+    def value(self, into: set[str], *nodes: ast.AST) -> None:
+        """Read a value that is bound to or written into these module-level names: it is
+        part of their code."""
+        self.attached.append(into)
+        for node in nodes:
+            self.visit(node)
+        self.attached.pop()
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self.owners.append(self._qualname(node.name))
@@ -163,10 +163,12 @@ class _Reader(_Recorder):
         if self.emit or not self.local and _reaches_module(node):
             names, glob = _function_scope(node)
             self.scopes.append(_Scope("function", set(names), set(glob)))
+            self.params.append(_params(node.args))
             self.body(node.body)
+            self.params.pop()
             self.scopes.pop()
         self.owners.pop()
-        self.bind_name(node.name, set(), node)
+        self.bind_def(node)
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
@@ -180,6 +182,11 @@ class _Reader(_Recorder):
             self.body(node.body)
             self.scopes.pop()
         self.owners.pop()
+        self.bind_def(node)
+
+    def bind_def(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
+        if self.binds_module(node.name):
+            self.defs.add(node.name)  # a magic's body can define what its cell did not show
         self.bind_name(node.name, set(), node)
 
     def _qualname(self, name: str) -> str:
@@ -220,39 +227,27 @@ class _Reader(_Recorder):
 
     # - expressions -
 
-    def visit_Name(self, node: ast.Name, callee: bool = False, bare: bool = False) -> None:
+    def visit_Name(self, node: ast.Name, callee: bool = False) -> None:
         if not isinstance(node.ctx, ast.Load):
             return
         kind, paths = self.lookup(node.id)
-        owner = self.owners[0] if self.owners else None
         if kind == "module":
-            self.loads.setdefault(owner, set()).add(node.id)
-            if node.id in self.defs:
-                self.calls.setdefault(node.id, []).append((callee and bare, owner))
+            self.read_module_name(node.id)
         if kind == "local":
             return  # what a local holds was reported where the function bound it
         if not callee and paths & _LOOKUPS:
             self.flag(node, f"uses {node.id} as a value, a look-up by computed name")
         for path in paths:
             self.check(path, node, alias=node.id)
-            if kind == "module" and owner and self._builtin(path):
-                self.uses.append((node.id, owner, self.owners[-1]))
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         self.visit(node.value)
         if not isinstance(node.ctx, ast.Load):
-            root = node.value
-            while isinstance(root, (ast.Attribute, ast.Subscript)):
-                root = root.value
-            if isinstance(root, ast.Name) and self.lookup(root.id)[0] == "module" and self.owners:
-                self.writes.add(self.owners[0])
             return
         if node.attr in _INTERNALS:
             self.flag(node, f"reaches {node.attr}, a function or frame internal")
         if node.attr == "run_in_executor":
             self.flag(node, f"uses run_in_executor, which {_MACHINERY['threading']}")
-        if isinstance(node.value, ast.Name) and node.value.id in self.defs and self.owners:
-            self.writes.add(self.owners[0])  # can reach into a notebook class's state
         if node.attr == "__dict__" and self._torch_namespace(node.value):
             self.flag(node, "reads a torch namespace's __dict__, a look-up by string")
         for path in self._reached(node):
@@ -266,42 +261,34 @@ class _Reader(_Recorder):
                 self.check(path, node)
             return
         base = self.resolve(node.value)
-        if base & {f"{p}()" for p in _NAMESPACES} and _const(node.slice) is None:
+        if base & _NAMESPACE_OBJECTS and _const(node.slice) is None:
             self.flag(node, "writes the notebook's namespace by computed name")
-        root = node.value
-        while isinstance(root, (ast.Attribute, ast.Subscript)):
-            root = root.value
-        if isinstance(root, ast.Name) and self.lookup(root.id)[0] == "module" and self.owners:
-            self.writes.add(self.owners[0])
 
     def visit_Call(self, node: ast.Call) -> None:
-        bare, self.bare = self.bare == id(node), None
         magic = _magic_call(node)
         if magic is not None:
             self.magic(node, *magic)
             return
         if isinstance(node.func, ast.Name):
-            self.visit_Name(node.func, callee=True, bare=bare)
+            self.visit_Name(node.func, callee=True)
         else:
             self.visit(node.func)
-        for arg in [*node.args, *(k.value for k in node.keywords)]:
-            self.visit(arg)
         called = self.resolve(node.func)
         looked_up = self._looked_up(node, called)
+        arguments = [*node.args, *(k.value for k in node.keywords)]
+        self.value(self.changed(node, called), *arguments)
+        self.handed_to(node, arguments)
         if looked_up:
             target, name = looked_up[0], _const(looked_up[1])
             if name in _INTERNALS:
                 self.flag(node, f"reaches {name}, a function or frame internal")
             elif name is None and self._torch_namespace(target):
                 self.flag(node, "looks up a torch attribute by a computed name")
-            if not called & {"builtin:getattr", "builtin:hasattr"} and self.owners:
-                self.writes.add(self.owners[0])  # setattr, delattr or a dunder form
         if "builtin:vars" in called and node.args and self._torch_namespace(node.args[0]):
             self.flag(node, "reads a torch namespace with vars(), a look-up by string")
-        if called & _NAMESPACES and not node.args and self.owners:
-            self.writes.add(self.owners[0])
-            if "builtin:globals" in called:
-                self.reads_all[self.owners[0]] = self.owners[-1]
+        if "builtin:globals" in called and not node.args:
+            for holder in self.holders():
+                self.reads_all[holder] = self.owners[-1] if self.owners else holder
         for path in self._reached(node):
             self.check(path, node)
 
