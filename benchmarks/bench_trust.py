@@ -100,7 +100,7 @@ def call_seconds(calls: int, repeat: int) -> tuple[float, float]:
     seen: list[str] = []
     library = tuple(p + "/" for p in {sys.prefix, sys.base_prefix})
     trace, _, _ = guard._public_api_only(
-        torch, lambda kind, message: seen.append(message), state, [], (folder + "/",), library
+        torch, lambda kind, message: seen.append(message), state, [], library
     )
     torch.set_num_threads(1)
     rounds: dict[bool, list[float]] = {False: [], True: []}

@@ -104,12 +104,11 @@ def install_guard(fd, config):
     record = _make_recorder(fd, get_tmp_directory() + os.sep, workdir, state)
     protected: list[object] = []
     _watch_torch(torch, record, state, protected, workdir, config.get("watch") or {})
-    cells = (get_tmp_directory() + os.sep, workdir)
     library = tuple(os.path.realpath(p) + os.sep for p in config["environment"]) + tuple(
         p.rstrip(os.sep) + os.sep for p in config["environment"]
     )
     state["trace"], state["thread_trace"], state["is_notebook"] = _public_api_only(
-        torch, record, state, protected, cells, library
+        torch, record, state, protected, library
     )
     _watch_threads(record, state, protected, workdir)
     _watch_compilers(torch, record, protected, workdir)
@@ -331,7 +330,7 @@ _CLOSED_MODULES = ("torch.onnx", "torch.library")
 _CALLBACKS = ("torch._library.simple_registry", "torch.utils._python_dispatch")
 
 
-def _public_api_only(torch, record, state, protected, cells, library):
+def _public_api_only(torch, record, state, protected, library):
     """The engine's allow-list, for every exercise: the graded code reaches torch through
     its public API only. Returns a trace function (`sys.settrace`) that the shim sets on
     the thread of each graded call for the length of the call, the same for the threads
@@ -368,7 +367,6 @@ def _public_api_only(torch, record, state, protected, cells, library):
     kinds: dict = {}  # id(globals) -> (the globals, "torch", "again", "library" or "notebook")
     verdicts: dict = {}  # (id(globals), first line) -> (the globals, "" or what it is)
     public: dict = {}  # filled on first use: the code objects the public API hands out
-    kept: list = []
 
     def private(name):
         return any(p.startswith("_") and not p.startswith("__") for p in name.split(".")) or (
@@ -455,7 +453,6 @@ def _public_api_only(torch, record, state, protected, cells, library):
                         if exported(module, key, value)
                     }
                     add_namespace(handed, public, classes)
-                kept.append(classes)
             finally:
                 _state["busy"] = busy
         return public

@@ -186,9 +186,9 @@ def unreachable_for_others() -> str:
 
 
 def kernel_user(limits: Limits) -> str:
-    """Who the kernel runs as, for the card: "" for the grader's own (unprivileged) user,
-    else "uid N (picked: grade runs as root)", the --kernel-user's name, or "root" (with
-    why) where it could not be dropped."""
+    """Who the kernel runs as, for the card: "" for the grader's own (unprivileged) user;
+    as root, "uid N (picked)" (the uid `auto_ids` chose), the --kernel-user's name, or
+    "root (why)" where it could not be dropped."""
     if os.geteuid() != 0:
         return ""
     ids = kernel_ids(limits)
@@ -196,7 +196,7 @@ def kernel_user(limits: Limits) -> str:
         return f"root ({unreachable_for_others()} is closed to other users; not sandboxed)"
     if limits.kernel_user:
         return limits.kernel_user
-    return f"uid {ids[0]} (picked: grade runs as root)"
+    return f"uid {ids[0]} (picked)"
 
 
 # The first thing every kernel runs (argv: the grader's pid, the memory cgroup's

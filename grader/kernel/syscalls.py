@@ -29,11 +29,6 @@ _LD_ABS_W, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06
 _ALLOW, _ERRNO = 0x7FFF0000, 0x00050000
 
 
-def refused(machine: str | None = None) -> dict[str, int]:
-    """The refused calls' numbers on `machine` (this one by default); empty if unknown."""
-    return dict(ARCHITECTURES.get(machine or platform.machine(), (0, {}))[1])
-
-
 def program(machine: str | None = None) -> bytes:
     """The filter, as the kernel's `struct sock_filter` array; b"" on an unknown machine."""
     machine = machine or platform.machine()
