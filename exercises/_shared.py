@@ -8,6 +8,8 @@ adapter in `_attention`'s canonical form (`allow`: nonzero = may attend).
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from grader.exercises import _attention as att
@@ -51,13 +53,15 @@ def obeys(kernel, A: Adapter, allow, what: str, cross=True, **mask) -> None:
     checks.rows_sum_to_one(w, f"{A.prefix}weights with {what} masked")
 
 
-def per_sample_mask_broadcasts_over_heads(kernel, A: Adapter, last=3, causal=True) -> None:
+def per_sample_mask_broadcasts_over_heads(
+    kernel, A: Adapter, last=3, causal=True, cross=True
+) -> None:
     """B == H samples, each with its own mask: causal (or the last key blocked), the last
     `last` keys blocked, the first two keys blocked."""
     allow = torch.ones(A.H, 1, A.T, A.S, dtype=torch.bool)
     allow[0, 0] = att.causal_allow(A.T, A.S) if causal else torch.arange(A.S) < A.S - 1
     allow[1, 0, :, -last:] = allow[2, 0, :, :2] = False
-    obeys(kernel, A, allow, "keys blocked per sample ([B, 1, T, S] mask, B == H)")
+    obeys(kernel, A, allow, "keys blocked per sample ([B, 1, T, S] mask, B == H)", cross=cross)
 
 
 def padded_key_values_do_not_matter(kernel, A: Adapter, lengths: list[int], dtype=torch.bool):
@@ -73,6 +77,44 @@ def padded_key_values_do_not_matter(kernel, A: Adapter, lengths: list[int], dtyp
         checks.same(y2[real], y1[real], f"real tokens' {A.output} after changing padded tokens")
         return
     checks.same(y2, y1, f"{A.output} after changing padded keys and values")
+
+
+def masked_weights_renormalise(kernel, A: Adapter, allow, what: str, cross=True) -> None:
+    """Under a mask (no fully blocked row), each query's weights are its unmasked weights on
+    the allowed keys, renormalised to sum to 1, in every head: the mask changes which keys
+    count and nothing else. Both calls are the candidate's, so this compares the masking
+    alone, whatever the projections compute."""
+    module, inputs = A.build(kernel), A.inputs(A.batch(allow), cross=cross)
+    w0, w1 = A.weights(module, inputs), A.weights(module, inputs, allow)
+    want = w0 * (allow != 0).expand(w0.shape)
+    want = want / want.sum(dim=-1, keepdim=True)
+    checks.close(w1, want, f"{A.prefix}weights with {what} vs the unmasked ones renormalised")
+
+
+def inputs_left_unchanged(kernel, A: Adapter, allow=None, *, cross=True, train=False) -> None:
+    """forward changes none of the tensors it is given in place (inputs, mask, weights): each
+    is held in the kernel and read back after the call. `train`: in train mode, dropout 0.5."""
+    module = A.build(kernel, dropout=0.5 if train else None)
+    if train:
+        module.train()
+    target, args, kwargs = A.request(module, A.inputs(A.batch(allow), cross=cross), allow)
+    given: dict[int, tuple[str, torch.Tensor, Any]] = {}  # by id: a tensor given twice, held once
+
+    def held(value, name):
+        if not torch.is_tensor(value):
+            return value
+        if id(value) not in given:
+            given[id(value)] = (name, value.clone(), kernel.hold(value.clone(), name))
+        return given[id(value)][2]
+
+    names = [*A.args, "num_heads", "d_model", "mask"]
+    args = [held(a, names[i] if i < len(names) else f"argument {i}") for i, a in enumerate(args)]
+    kwargs = {k: held(v, k) for k, v in kwargs.items()}
+    target(*args, **kwargs)
+    mode = "train mode, dropout 0.5" if train else "eval mode"
+    setting = f"{mode}, {'a mask' if allow is not None else 'no mask'}"
+    for name, value, remote in given.values():
+        checks.equal(kernel.attribute(remote, "data"), value, f"{name} after forward ({setting})")
 
 
 def mask_dtypes_agree(kernel, A: Adapter, allow, dtypes=(torch.int64,)) -> None:
@@ -110,9 +152,9 @@ def zero_input_is_finite(kernel, *adapters: Adapter) -> None:
             checks.finite(w, f"{A.prefix}weights for zero input")
 
 
-def large_input_is_finite(kernel, *adapters: Adapter) -> None:
+def large_input_is_finite(kernel, *adapters: Adapter, cross: bool = True) -> None:
     for A in adapters:
-        y, _ = A.forward(A.build(kernel), A.inputs(seed=6, scale=1e4))
+        y, _ = A.forward(A.build(kernel), A.inputs(seed=6, scale=1e4, cross=cross))
         checks.finite(y, f"{A.output} for inputs ~1e4")
 
 
@@ -190,11 +232,11 @@ def finite_gradients(kernel, A: Adapter, allow, what: str, seed=1) -> None:
             checks.finite(g, f"gradient of {name} {what}")
 
 
-def gradients_reach(kernel, A: Adapter, allow=None, exact=False) -> None:
+def gradients_reach(kernel, A: Adapter, allow=None, exact=False, cross=True) -> None:
     """In train mode, every parameter (`exact`: exactly the layers' weights and biases) and
     every input get a gradient, every weight and input a finite, non-zero one. (Key biases
     may get exactly zero: softmax ignores a shift shared by all keys.)"""
-    module, inputs = A.build(kernel), A.inputs()
+    module, inputs = A.build(kernel), A.inputs(cross=cross)
     if not A.function:
         module.train()
     grads = grad(kernel, A, module, inputs, allow, att.randn(A.B, A.T, A.E, seed=2))
@@ -275,19 +317,27 @@ def merge_heads_inverts_split(kernel, A: Adapter) -> None:
     checks.same(checks.tensor(back, f"{merge}({split}(x))", x.shape), x, f"{merge}({split}(x))")
 
 
+def call(A: Adapter, module, inputs: Inputs, allow=None, **extra):
+    """Call it and return its answer unchecked (a stub's NotImplementedError still raises):
+    the from-scratch verdicts call the candidate's code only so that a stub answers first."""
+    target, args, kwargs = A.request(module, inputs, allow)
+    return target(*args, **kwargs, **extra)
+
+
 def no_builtin_attention_in_source(kernel, exercise, *adapters: Adapter) -> None:
     """After running every module once, the notebook's code names no attention built-in."""
     for A in adapters:
-        A.forward(A.build(kernel), A.inputs(cross=False))
+        call(A, A.build(kernel), A.inputs(cross=False))
     require_clean_source(kernel.sources, exercise.forbidden, exercise.watch, kernel.cell_numbers)
 
 
 def no_builtin_attention_at_run_time(kernel, exercise, *adapters: Adapter) -> None:
-    """Running every module under a mask calls no attention built-in, and no module holds one."""
+    """Running every module (the simplest call: self-attention, no mask; every other hidden
+    test's calls were watched too) calls no attention built-in, and no module holds one."""
     modules = []
     for A in adapters:
         module = A.build(kernel)
-        A.forward(module, A.inputs(), att.causal_allow(A.T, A.S)[None, None])
+        call(A, module, A.inputs(cross=False))
         modules += [] if A.function else [(A.owner, module)]
     require_nothing_seen(kernel.seen)
     for owner, module in modules:

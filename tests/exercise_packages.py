@@ -33,6 +33,13 @@ _BROKEN = {
         "    pass\n",
         "line 3: ValueError: bad_level: unknown level 'two'",
     ),
+    "c_builtin_instrumented": (
+        "from grader.suite.exercise import Watch\n"
+        "WATCH = Watch(instrument=('torch.nn.functional:conv1d',))\n",
+        "line 2: ValueError: Watch.instrument entry 'torch.nn.functional:conv1d': conv1d is a "
+        "builtin_function_or_method, not a Python function, so it has no code to replace: "
+        "name it in Watch.functions",
+    ),
     "no_exercise": ("EXERCISE = None\n", "`exercise` is nothing, want exercise = Exercise(...)"),
     "no_suite": (None, "no_suite: no suite.py"),
 }

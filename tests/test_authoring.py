@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -190,7 +191,14 @@ def test_grade_hints_records_the_corpus_and_the_card_names_each_mutants_bug(proj
     exercises = project / "exercises"
     assert graded.hints.returncode == 0, graded.hints.stderr
     written = exercises / "softmax_rows" / "hints.json"
-    assert graded.hints.stdout.strip() == f"softmax_rows: wrote {written}"
+    wrote, spread, precision = graded.hints.stdout.strip().splitlines()
+    assert wrote == f"softmax_rows: wrote {written}"
+    # each feature mutant (all but the one marked values=True) loses points at one level only
+    assert spread == (
+        "softmax_rows: 4 mutants; 3 feature mutants lose points at a median of 1 level(s), "
+        "at most 1"
+    )
+    assert precision.startswith("softmax_rows: hint precision 100%: 4 of 4 named outright")
     for mutant in graded.corpus["MUTANTS"]:
         assert graded.notebooks[mutant.name].report["hints"] == [mutant.hint], mutant.name
     assert graded.notebooks["solution"].report["hints"] == []
@@ -202,3 +210,65 @@ def test_builtin_softmax_is_caught_by_the_exercises_own_watch(graded):
     bad = {t["id"]: t["message"] for t in report["tests"] if t["status"] != "passed"}
     assert list(bad) == ["no_builtin_softmax"], bad
     assert bad["no_builtin_softmax"].startswith("built-in softmax in the source: ")
+
+
+@pytest.mark.kernel
+def test_build_names_twin_mutants_a_stale_corpus_and_a_c_builtin_in_the_watch(project, tmp_path):
+    """Following the page: two mutants that fail identically are named by `grade build`;
+    a mutant whose text changes under the same name makes `--check` fail; a C built-in in
+    `Watch.instrument` is named, entry and field, and the build fails."""
+    root = tmp_path / "project"
+    shutil.copytree(project, root)
+    corpus = root / "exercises" / "softmax_rows" / "corpus.py"
+    text = corpus.read_text()
+    first = re.search(r'    Mutant\(\n        "(\w+)",.*?\n    \),\n', text, re.S)
+    assert first is not None
+    twin = first[0].replace(f'"{first[1]}"', '"the_same_bug_again"', 1)
+    corpus.write_text(text.replace(first[0], first[0] + twin, 1))
+    done = run("build", "--root", str(root), cwd=root)
+    assert done.returncode == 0, done.stderr
+    assert re.search(
+        rf"grade build: warning: softmax_rows: mutants [\w, ]*{first[1]}[\w, ]*the_same_bug_again"
+        r"[\w, ]* fail identically",
+        done.stderr,
+    ) or re.search(rf"mutants [\w, ]*the_same_bug_again[\w, ]*{first[1]}", done.stderr), done.stderr
+    assert run("build", "--check", "--root", str(root), cwd=root).returncode == 0
+
+    # the twin now writes other text under the same name: its hints are stale
+    text = corpus.read_text()
+    new = re.search(r'"the_same_bug_again",\n        "[^"\n]*",\n        "([^"\n]*)"', text)
+    assert new is not None
+    corpus.write_text(text[: new.end(1)] + " * 1.0" + text[new.end(1) :])
+    done = run("build", "--check", "--root", str(root), cwd=root)
+    assert done.returncode == 1
+    assert "hints.json: out of date with the suite, corpus or solution" in done.stderr
+
+    suite = root / "exercises" / "softmax_rows" / "suite.py"
+    suite.write_text(suite.read_text() + "\nWatch(instrument=('torch.nn.functional:conv1d',))\n")
+    done = run("build", "--check", "--root", str(root), cwd=root)
+    assert done.returncode == 1
+    assert (
+        "grade build: error: " in done.stderr
+        and "Watch.instrument entry 'torch.nn.functional:conv1d': conv1d is a "
+        "builtin_function_or_method, not a Python function"
+        in done.stderr
+        and "Watch.functions" in done.stderr
+    ), done.stderr
+
+
+@pytest.mark.kernel
+def test_build_and_new_keep_their_exit_code_when_the_reader_leaves(tmp_path):
+    """`grade new X | head -1`, `grade build | head -1`: the reader gone before the first
+    line changes no exit code and writes nothing on stderr."""
+    for args in (["new", "alpha", "--root", str(tmp_path)], ["build", "--root", str(tmp_path)]):
+        command = [sys.executable, "-m", "grader.cli", *args]
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path
+        )
+        assert process.stdout is not None and process.stderr is not None
+        process.stdout.close()
+        with process.stderr:
+            err = process.stderr.read().decode()
+        assert process.wait(timeout=600) == 0, err
+        assert "Traceback" not in err and "Broken pipe" not in err, err
+    assert (tmp_path / "exercises" / "alpha" / "hints.json").is_file()

@@ -83,7 +83,14 @@ def test_zip_holds_scripts_manifest_and_the_grader_source(package):
     assert {"setup.sh", "run_autograder", "autograder.json"} <= set(names)
     source = {n.removeprefix("grader-src/") for n in names if n.startswith("grader-src/")}
     assert {"pyproject.toml", "README.md", "constraints.txt", "grader/cli/__init__.py"} <= source
-    assert {"grader/exercises/catalog.json", f"grader/exercises/{EXERCISE}/suite.py"} <= source
+    assert f"grader/exercises/{EXERCISE}/suite.py" in source
+    # this exercise's hidden suite alone: no other exercise's suite, corpus or hints
+    folders = {
+        n.split("/")[2] for n in source if n.startswith("grader/exercises/") and n.count("/") > 2
+    }
+    assert folders == {EXERCISE}
+    assert "grader/exercises/catalog.json" not in source  # it lists every exercise
+    assert {"grader/exercises/__init__.py", "grader/exercises/_attention.py"} <= source
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     assert not [n for n in names if not n.startswith("grader-src/") and "/" in n]
     # no notebook travels: an exercise's notebook variants are whole correct solutions
@@ -153,6 +160,8 @@ def test_an_extra_exercises_folder_is_bundled_and_graded_with(tmp_path):
     (extra / "alpha").mkdir(parents=True)
     (extra / "alpha" / "__init__.py").write_text("")
     (extra / "alpha" / "suite.py").write_text(GOOD_SUITE)
+    (extra / "beta").mkdir()
+    (extra / "beta" / "suite.py").write_text("SECRET = 1\n")
     (extra / "alpha" / "__pycache__").mkdir()
     (extra / "alpha" / "__pycache__" / "suite.cpython-311.pyc").write_bytes(b"")
     # In a process of its own: --exercises changes which exercises this one loads.
@@ -164,6 +173,8 @@ def test_an_extra_exercises_folder_is_bundled_and_graded_with(tmp_path):
     names = archive.namelist()
     assert {"exercises/alpha/__init__.py", "exercises/alpha/suite.py"} <= set(names)
     assert not [n for n in names if "__pycache__" in n]
+    assert not [n for n in names if "beta" in n]  # another exercise of that folder
+    assert not [n for n in names if n.startswith("grader-src/grader/exercises/mha_")]
     assert json.loads(archive.read("autograder.json"))["exercises"] == "exercises"
     script = archive.read("run_autograder").decode()
     assert re.search(r"-m grader\.tools\.gradescope run \S+ exercises\n", script), script
@@ -373,3 +384,54 @@ def test_odd_upload_names_reach_grade_as_one_path_and_nothing_else(
     args = (tmp_path / "args").read_text()
     assert args.endswith(f"{gradescope / 'submission' / name}\n")
     assert not (Path.home() / "id").exists()
+
+
+@pytest.mark.kernel
+def test_as_root_without_the_kernel_user_the_staff_are_told_and_the_source_stays_closed(
+    gradescope, monkeypatch
+):
+    if os.geteuid() != 0:
+        pytest.skip("Gradescope runs the autograder as root")
+    monkeypatch.setenv("GRADER_KERNEL_USER", "no-such-kernel-user")
+    _upload(gradescope, f"{EXERCISE}.ipynb", (SOLUTIONS / f"{EXERCISE}.ipynb").read_bytes())
+    results = _run_autograder(gradescope)
+    assert results["score"] == load_catalog()[EXERCISE].max_score, results["output"]
+    extra = results["extra_data"]
+    assert extra["kernel_user"].startswith("uid ") and "(picked)" in extra["kernel_user"]
+    [note] = extra["notes"]
+    assert "no-such-kernel-user does not exist here (setup.sh creates it)" in note
+    assert oct((gradescope / "source").stat().st_mode & 0o777) == "0o700"
+
+
+@pytest.mark.kernel
+def test_as_root_the_kernel_user_runs_an_interpreter_under_a_closed_folder(gradescope):
+    """Python under /root (mode 0700, as pyenv and conda make it): inside the sandbox the
+    kernel's user reaches it (bubblewrap builds the way in as root); results.json says
+    who the kernel ran as."""
+    from grader.kernel.launch import unreachable_for_others
+    from grader.kernel.sandbox import available
+
+    if os.geteuid() != 0 or not unreachable_for_others() or not available():
+        pytest.skip("needs root, an interpreter under a closed folder, and bubblewrap")
+    _upload(gradescope, f"{EXERCISE}.ipynb", (SOLUTIONS / f"{EXERCISE}.ipynb").read_bytes())
+    results = _run_autograder(gradescope, GRADER_KERNEL_USER="nobody")
+    assert results["score"] == load_catalog()[EXERCISE].max_score, results["output"]
+    extra = results["extra_data"]
+    assert extra["kernel_user"] == "nobody" and extra["sandboxed"] is True
+    assert "notes" not in extra
+
+
+@pytest.mark.kernel
+def test_a_kernel_user_that_cannot_reach_the_interpreter_is_said_in_one_line(tmp_path):
+    from grader.kernel.launch import unreachable_for_others
+
+    closed = unreachable_for_others()
+    if os.geteuid() != 0 or not closed:
+        pytest.skip("needs root and an interpreter under a folder closed to other users")
+    notebook = SOLUTIONS / f"{EXERCISE}.ipynb"
+    command = [str(GRADE), "--cold", "--no-sandbox", "--kernel-user", "nobody", str(notebook)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == ""
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("grade: error: could not start the kernel as nobody: ")
+    assert f"{closed} is closed to other users" in line and "grade in the sandbox" in line

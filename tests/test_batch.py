@@ -160,7 +160,8 @@ def test_a_folder_is_graded_as_a_batch_and_the_worst_exit_code_wins(cohort):
     entries = json.loads(whole.stdout)
     assert [e["notebook"] for e in entries] == list(EXPECTED)  # sorted; checkpoints skipped
     by_name = {e["notebook"]: e for e in entries}
-    assert by_name["subs/alice/mha_causal.ipynb"]["score"] == 53
+    alice = by_name["subs/alice/mha_causal.ipynb"]
+    assert alice["score"] == alice["max_score"] > 0
     assert by_name["subs/carol.ipynb"]["score"] == by_name["subs/carol.ipynb"]["max_score"] > 0
     assert by_name["subs/bob/mha_causal.ipynb"]["score"] == 0
     broken = by_name["subs/dave.ipynb"]

@@ -358,6 +358,20 @@ def test_one_unreadable_notebook_with_json_prints_its_error_object_as_a_batch_do
     assert code == 2 and out == ""  # a bad flag is not the notebook's
 
 
+def test_profile_on_an_exercise_without_one_is_refused_before_grading(capsys, tmp_path):
+    plot = tmp_path / "p.svg"
+    for flags in (["--profile"], ["--profile-plot", str(plot)]):
+        code, out, err = _run(capsys, str(SOLUTIONS / "cross_entropy.ipynb"), *flags)
+        assert code == 2 and out == "" and "Grade report" not in err
+        [line] = err.strip().splitlines()
+        assert "--profile: exercise cross_entropy has no profile (exercises with one: " in line
+        assert "mha_module" in line
+    assert not plot.exists()  # no empty plot
+    listed = json.loads(_run(capsys, "list", "--json")[1])
+    assert {r["id"]: r["profile"] for r in listed}["mha_module"] is True
+    assert {r["id"]: r["profile"] for r in listed}["cross_entropy"] is False
+
+
 def test_a_profile_that_measured_nothing_prints_only_why():
     exercise = Exercise(id="plain", title="t", seed="-", levels=["a"], defines=("f",))
     profile = run_profile(exercise, Kernel(InProcessSession([])), Limits())
@@ -383,7 +397,8 @@ def test_hints_warns_about_mutants_that_fail_identically(tmp_path, capsys, monke
     monkeypatch.setattr("grader.tools.hints.write_hints", write_hints)
     monkeypatch.setattr("grader.suite.exercise.load_catalog", lambda: {"alpha": exercise})
     code, out, err = _run(capsys, "hints", "alpha", "--root", str(tmp_path))
-    assert code == 0 and out == f"alpha: wrote {folder / 'hints.json'}\n"
+    assert code == 0 and out.startswith(f"alpha: wrote {folder / 'hints.json'}\nalpha: 3 mutants")
+    assert "alpha: hint precision 100%" in out
     assert err.count("\n") == 1 and "alpha: mutants a, c fail identically" in err
 
 

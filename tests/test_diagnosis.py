@@ -82,8 +82,8 @@ def test_the_root_cause_is_the_first_failed_cell_with_its_line_and_the_tests_it_
         _t("d", 3, "error", UNDEFINED.format("Renamed")),  # defined nowhere: not blocked
         _t("e", 3, "failed", "wrong"),
     ]
-    marked, cause = root_cause(NOTEBOOK, tests, ERRORS)
-    assert cause is not None
+    marked, cause, own = root_cause(NOTEBOOK, tests, ERRORS)
+    assert cause is not None and own == []
     assert (cause.cell, cause.line, cause.source, cause.blocked) == (2, 2, "import tiktokenx", 2)
     assert [(t.problem, t.blocked_by) for t in marked] == [
         (Problem.BLOCKED, 2), (Problem.BLOCKED, 2), (Problem.BLOCKED, 6), ("", 0), ("", 0),
@@ -95,18 +95,65 @@ def test_the_root_cause_is_the_first_failed_cell_with_its_line_and_the_tests_it_
 
 def test_the_line_that_raised_is_numbered_as_the_cell_shows_it():
     [error] = as_in_the_cell(NOTEBOOK, ERRORS[2:])  # IPython said line 2
-    _, cause = root_cause(NOTEBOOK, [], [error])
+    tests = [_t("c", 2, "error", UNDEFINED.format("Config"))]
+    _, cause, _ = root_cause(NOTEBOOK, tests, [error])
     assert cause is not None and (cause.cell, cause.line, cause.source) == (6, 4, "x = 1 / 0")
 
 
 def test_no_failed_cell_no_root_cause():
     tests = [_t("a", 1, "error", UNDEFINED.format("Attention"))]
-    assert root_cause(NOTEBOOK, tests, []) == (tests, None)
+    assert root_cause(NOTEBOOK, tests, []) == (tests, None, [])
+
+
+def test_a_cell_that_does_not_compile_blocks_what_it_starts_to_define():
+    nb = _notebook(
+        ("code", "import torch"),
+        ("code", "def layer_norm(x, w b):\n    return x\n\n\nclass LayerNorm:\n    pass"),
+        ("code", "def self_check():\n    assert layer_norm(1, 2, 3) == 1\n\n\nself_check()"),
+    )
+    errors = [
+        CellError(2, Status.ERROR, "SyntaxError: invalid syntax", line=1),
+        CellError(3, Status.ERROR, "NameError: name 'layer_norm' is not defined", line=5),
+    ]
+    tests = [
+        _t("a", 1, "error", UNDEFINED.format("layer_norm")),
+        _t("b", 2, "error", UNDEFINED.format("LayerNorm.forward")),
+        _t("c", 2, "error", "raised NameError: name 'layer_norm' is not defined"),  # a helper's
+        _t("d", 3, "failed", "wrong"),
+    ]
+    marked, cause, own = root_cause(nb, tests, errors)
+    assert cause is not None and (cause.cell, cause.blocked) == (2, 3)
+    assert [t.blocked_by for t in marked] == [2, 2, 2, 0]
+    assert own == []  # the self-check's NameError is cell 2's doing
+
+
+def test_a_cell_that_blocks_no_test_is_the_notebooks_own_failure_not_the_root_cause():
+    nb = _notebook(
+        ("code", "def f(x):\n    return x"),
+        ("code", "print(f(1) / 0)"),  # a try-out
+        ("code", "def self_check():\n    assert f(1) == 2, 'f(1) is 2'\n\n\nself_check()"),
+    )
+    errors = [
+        CellError(2, Status.ERROR, "ZeroDivisionError: division by zero", line=1),
+        CellError(3, Status.ERROR, "AssertionError: f(1) is 2", line=5),
+    ]
+    marked, cause, own = root_cause(nb, [_t("a", 1, "failed", "wrong")], errors)
+    assert cause is None and marked[0].problem == ""
+    assert [(o.cell, o.self_check, o.source) for o in own] == [
+        (2, False, "print(f(1) / 0)"), (3, True, "self_check()"),
+    ]  # fmt: skip
+    report = _report(marked, own_failures=own, hints=["f off by one?"])
+    card = _card(report)
+    assert "Root cause" not in card
+    assert card.index("Likely bug") < card.index("Also failed  cell 2, line 1: ZeroDivision")
+    assert "Self-check  your self-check failed: cell 3, line 5: AssertionError: f(1) is 2" in card
+    again = GradeReport.from_dict(json.loads(json.dumps(report.to_dict())))
+    assert again.own_failures == own
 
 
 def test_the_card_opens_with_the_root_cause_and_one_row_for_the_blocked_tests():
     tests = [_t(f"t{i}", 1 + i % 3, "error", UNDEFINED.format("Attention")) for i in range(33)]
-    marked, cause = root_cause(NOTEBOOK, tests, ERRORS)
+    marked, cause, _ = root_cause(NOTEBOOK, tests, ERRORS)
     report = _report(
         marked, root_cause=cause, headlines=["cell 2: `tiktokenx` is not available here"]
     )
@@ -183,7 +230,11 @@ def test_a_failure_pattern_that_matches_a_known_bug_names_it(tmp_path):
     assert pattern(tests) == SCALE
     assert hints(exercise, tests) == ["scaled by 1/sqrt(d_out)?"]  # messages too
     other = [*tests[:2], _t("parity_b", 3, "failed", "another message")]
-    assert hints(exercise, other) == ["scaled by 1/sqrt(d_out)?", "no scaling at all?"]
+    # the same tests with other messages: asked, not said (another bug may fail them so)
+    assert hints(exercise, other) == [
+        "perhaps: scaled by 1/sqrt(d_out)?",
+        "perhaps: no scaling at all?",
+    ]
     assert hints(exercise, [_t("shapes"), _t("parity_a"), _t("parity_b")]) == []  # all pass
 
 
@@ -217,14 +268,14 @@ def test_hints_json_out_of_step_with_the_corpus_is_reported(tmp_path, monkeypatc
     assert stale_hints(exercise)[1].endswith("out of date with corpus.py: run `grade hints demo`")
     (tmp_path / HINTS_FILE).write_text(hints_document([(n, h, {}) for n, h in corpus]))
     assert stale_hints(exercise)[1].endswith(
-        "out of date with the suite or the solution: run `grade hints demo`"
+        "out of date with the suite, corpus or solution: run `grade hints demo`"
     )  # no digest of what the patterns were graded with
     current = hints_document([(n, h, {}) for n, h in corpus], hints_sources(exercise))
     (tmp_path / HINTS_FILE).write_text(current)
     assert stale_hints(exercise) == [stale[0]]
     (tmp_path / "suite.py").write_text("MESSAGE = 'reworded'\n")  # the suite changed
     assert stale_hints(exercise)[1].endswith(
-        "out of date with the suite or the solution: run `grade hints demo`"
+        "out of date with the suite, corpus or solution: run `grade hints demo`"
     )
     (tmp_path / "suite.py").write_text("MESSAGE = 'reworded'  # a comment\n")
     (tmp_path / HINTS_FILE).write_text(
@@ -232,6 +283,39 @@ def test_hints_json_out_of_step_with_the_corpus_is_reported(tmp_path, monkeypatc
     )
     (tmp_path / "suite.py").write_text("MESSAGE = (\n    'reworded'\n)\n")  # reformatted
     assert stale_hints(exercise) == [stale[0]]
+    # a mutant that writes other text under the same name: its failures may differ
+    (tmp_path / "corpus.py").write_text("NEW = 'x / (rms + eps)'\n")
+    assert stale_hints(exercise)[1].endswith(
+        "out of date with the suite, corpus or solution: run `grade hints demo`"
+    )
+
+
+def test_build_warns_of_twins_and_of_mutants_that_lose_points_before_their_level(
+    tmp_path, monkeypatch
+):
+    from grader.suite.corpus import Mutant
+    from grader.suite.exercise import Check
+    from grader.tools.hints import corpus_warnings
+
+    exercise = Exercise("demo", "Demo", "", LEVELS, (), folder=tmp_path)
+    exercise.checks = [Check(t, n, 1, True, print) for n, t in ((1, "a"), (2, "b"), (3, "c"))]
+    mutants = [Mutant("early", "", "", "parity"), Mutant("t1", "", "", "masks"),
+               Mutant("t2", "", "", "masks")]  # fmt: skip
+    monkeypatch.setattr(
+        "grader.suite.corpus.load_corpus", lambda e: type("C", (), {"mutants": mutants})
+    )
+    fails = [
+        ("early", "e?", {"a": "m", "c": "m"}),
+        ("t1", "1?", {"b": "x"}),
+        ("t2", "2?", {"b": "x"}),
+    ]
+    (tmp_path / HINTS_FILE).write_text(hints_document(fails))
+    assert corpus_warnings(exercise) == [
+        "demo: mutants t1, t2 fail identically (the same tests, the same messages): the card "
+        "cannot tell their hints apart",
+        "demo: mutant early first loses points at level 1 (shapes), not at its declared level "
+        "3 (parity)",
+    ]
 
 
 def test_the_card_and_markdown_show_the_likely_bug():
@@ -275,7 +359,9 @@ def test_the_html_report_escapes_candidate_text():
 
 
 def test_a_root_cause_survives_json():
-    marked, cause = root_cause(NOTEBOOK, [_t("a", 1, "error", UNDEFINED.format("Config"))], ERRORS)
+    marked, cause, _ = root_cause(
+        NOTEBOOK, [_t("a", 1, "error", UNDEFINED.format("Config"))], ERRORS
+    )
     report = _report(marked, root_cause=cause, hints=["h?"])
     again = GradeReport.from_dict(json.loads(json.dumps(report.to_dict())))
     assert again == replace(report, duration_s=again.duration_s)
@@ -286,7 +372,7 @@ def test_a_root_cause_survives_json():
 
 def test_failures_the_interface_explains_get_no_hint(tmp_path):
     known = {f"t{i}": "m" for i in range(10)}
-    shares = {"w": "weights: got a float# tensor of shape (#, #), want None"}
+    shares = {"w": "weights: got a float32 tensor of shape (#, #), want None"}
     exercise = _exercise(tmp_path, [("bug", "the bug?", known), ("none", "weights?", shares)])
     missing = UNDEFINED.format("AttentionConfig")
     undefined = [_t(f"t{i}", 1, "error", missing, problem=Problem.INTERFACE) for i in range(9)]
@@ -328,3 +414,11 @@ def test_a_notebook_of_another_exercise_is_named_instead_of_a_hint(tmp_path):
     # no other exercise fits: no hint, and nothing else said
     report = _graded_as(graded, notebook, {"demo": graded, "softmax": other})
     assert report.hints == [] and report.headlines == []
+
+
+def test_a_hint_asked_with_less_confidence_is_never_labelled_a_likely_bug():
+    from grader.report.card import labelled_bug
+
+    report = _report([_t("a", 1, "failed", "m")], hints=["perhaps: a?", "perhaps: b?"])
+    assert labelled_bug(report) == "perhaps: a? or b?"
+    assert labelled_bug(replace(report, hints=["a?"])) == "likely bug: a?"

@@ -90,13 +90,15 @@ def test_good_notebook_exposes_code_cells_and_exercise(tmp_path):
     assert notebook.exercise_id == "mha_interview"
 
 
-def test_defined_names_skips_cells_that_do_not_parse():
+def test_defined_names_reads_what_a_cell_that_does_not_parse_starts_to_define():
     sources = [
         "class A:\n    pass\nx = 1",
-        "def f(:\n",
+        "def f(:\n    return 1\n\n\nclass B(\ny: int = 2\n    z = 3\nif y == 2: pass",
         "%matplotlib inline\nimport torch\ndef g():\n    pass",
     ]
-    assert defined_names(sources) == {"A", "x", "g"}
+    # f, B and y are what the cell with the syntax error should have defined (the
+    # indented z and the comparison define nothing); imports define their names
+    assert defined_names(sources) == {"A", "x", "f", "B", "y", "torch", "g"}
 
 
 def test_hidden_modules_import_as_missing_only_inside_the_block(tmp_path, monkeypatch):

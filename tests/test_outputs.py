@@ -210,6 +210,19 @@ def test_junit_batch_holds_one_suite_per_notebook_and_the_totals():
     }  # fmt: skip
 
 
+def test_junit_is_never_green_when_the_time_ran_out_before_any_test():
+    report = _report("nb.ipynb", "alpha", 0)
+    reason = "not run: grading passed its 5 s limit"
+    report = replace(
+        report, tests=[replace(t, status=Status.SKIPPED, message=reason) for t in report.tests]
+    )
+    suite = ET.fromstring(to_junit(report))
+    assert suite.get("errors") == "1" and suite.get("skipped") == str(len(report.tests))
+    [case] = [c for c in suite.findall("testcase") if c.find("error") is not None]
+    assert case.get("name") == "tests_not_run" and case.find("error").get("message") == reason
+    assert int(suite.get("tests")) == len(suite.findall("testcase"))
+
+
 def test_junit_batch_says_why_a_notebook_could_not_be_graded():
     root = ET.fromstring(to_junit_batch(_cohort()).encode("utf-8"))
     carol = next(s for s in root if s.get("name") == "subs/carol/hw.ipynb")
@@ -485,6 +498,11 @@ def test_the_report_cell_renders_candidate_text_as_text():
     # cells (1), integrity (1)
     assert rendered.count("<tr>") == (1 + 3) + (1 + 1) + (1 + 1) + (1 + 1)
     assert markdown_literal("a" * 600).endswith("…") and len(markdown_literal("a" * 600)) == 500
+    # "&" reads as written, unless it would start an entity
+    assert markdown_literal("shapes & reduction") == "shapes & reduction"
+    assert markdown_literal("&lt;b&gt; &#60;") == "&amp;lt;b&amp;gt; &amp;#60;"
+    literal = MarkdownIt("commonmark", {"html": True}).render(markdown_literal("a & b &lt; c"))
+    assert literal.strip() == "<p>a &amp; b &amp;lt; c</p>"
 
 
 def test_pages_escape_candidate_text(tmp_path):

@@ -87,7 +87,9 @@ def test_junit_marks_failures_and_skips():
         ]
     )
     suite = ET.fromstring(to_junit(report))
-    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("4", "2", "1")
+    # no test says why d did not run: one more testcase, an error, does
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("5", "2", "1")
+    assert suite.find("testcase[@name='tests_not_run']/error").get("message") == "not run"
     assert suite.find("testcase[@name='b']/failure").get("message") == "bad"
     stub = suite.find("testcase[@name='c']/failure")  # a stub fails a required test
     assert stub.get("type") == "not_implemented" and stub.get("message") == "not implemented: f"

@@ -21,9 +21,11 @@ import pytest
 from grader.cli import main
 from grader.cli.watch import REFUSED
 from grader.kernel.processes import alive, descendants
+from grader.suite.exercise import load_catalog
 from tests.helpers import SOLUTIONS, leftovers, private_tmpdir
 
 NOTEBOOK = "nb.ipynb"
+FULL = int(load_catalog()["mha_interview"].max_score)  # the solution's score
 STATUS = re.compile(
     rf"^watching {re.escape(NOTEBOOK)}: grading (\d+) took (\d+\.\d\d) s; "
     r"saved changes are graded again \(Ctrl-C to stop\)$"
@@ -69,7 +71,7 @@ class Watching:
         """Wait for grading `count`'s status line; the score on the card above it."""
         line, card = self.until(rf"^watching .*: grading {count} took")
         assert STATUS.match(line), line
-        scores = [m for text in card if (m := re.search(r"Score (\d+)/53", text))]
+        scores = [m for text in card if (m := re.search(rf"Score (\d+)/{FULL}", text))]
         assert scores, card
         return int(scores[-1].group(1))
 
@@ -104,7 +106,7 @@ def watching(tmp_path: Path, scratch: Path) -> Iterator[Watching]:
 
 @pytest.mark.kernel
 def test_a_saved_change_is_graded_again_and_ctrl_c_leaves_nothing(watching, scratch):
-    assert watching.graded(1) == 53
+    assert watching.graded(1) == FULL
     text = watching.notebook.read_text()
     assert text.count(RIGHT) == 1
     broken = text.replace(RIGHT, WRONG)
@@ -113,19 +115,19 @@ def test_a_saved_change_is_graded_again_and_ctrl_c_leaves_nothing(watching, scra
     line, _ = watching.until(r"^waiting: ")
     assert "invalid JSON" in line
     watching.notebook.write_text(broken)
-    assert watching.graded(2) < 53
+    assert watching.graded(2) < FULL
     watching.stop(signal.SIGINT, scratch)
 
 
 @pytest.mark.kernel
 def test_saves_during_a_grading_are_graded_after_it_and_sigterm_stops_it(watching, scratch):
-    assert watching.graded(1) == 53
+    assert watching.graded(1) == FULL
     content = watching.notebook.read_bytes()
     watching.notebook.write_bytes(content)  # a save that changes nothing
     time.sleep(0.5)  # grading 2 is under way
     watching.notebook.write_bytes(content)
-    assert watching.graded(2) == 53
-    assert watching.graded(3) == 53
+    assert watching.graded(2) == FULL
+    assert watching.graded(3) == FULL
     watching.stop(signal.SIGTERM, scratch)
 
 

@@ -45,6 +45,7 @@ MUTANTS = [
         "p = p * (1 - lr * weight_decay)",
         "api",
         hint="the parameter rebound (p = p * ...) instead of updated in place?",
+        values=True,
     ),
     Mutant(
         "no_torch_no_grad",
@@ -52,6 +53,7 @@ MUTANTS = [
         "if True:",
         "api",
         hint="parameters updated in place without torch.no_grad()?",
+        values=True,
     ),
     Mutant(
         "global_step_counter",
@@ -66,11 +68,12 @@ MUTANTS = [
         f't = state["step"]\n{IN}state["step"] += 1',
         "api",
         hint="bias correction computed with t = 0 at the first update (1 - beta^0 = 0)?",
+        values=True,
     ),
     Mutant(
         "decays_parameters_without_grad",
         f"if p.grad is None:\n{IN}    continue\n",
-        f"p.mul_(1 - lr * weight_decay)\n{IN}if p.grad is None:\n{IN}    continue\n",
+        f"if p.grad is None:\n{IN}    p.mul_(1 - lr * weight_decay)\n{IN}    continue\n",
         "api",
         hint="weight decay applied to parameters whose grad is None?",
     ),
@@ -89,6 +92,25 @@ MUTANTS = [
         hint="weight_decay defaults to 0 (Adam's default) instead of 1e-2?",
     ),
     Mutant(
+        "closure_never_called",
+        "if closure is not None:",
+        "if False:",
+        "api",
+        hint="step(closure) never calls the closure (and returns None, not its loss)?",
+    ),
+    Mutant(
+        "closure_under_no_grad",
+        "        if closure is not None:\n"
+        "            with torch.enable_grad():\n"
+        "                loss = closure()\n"
+        "        with torch.no_grad():\n",
+        "        with torch.no_grad():\n"
+        "            if closure is not None:\n"
+        "                loss = closure()\n",
+        "api",
+        hint="the closure called under torch.no_grad(), where it cannot compute gradients?",
+    ),
+    Mutant(
         "zeroes_the_gradient",
         "p.addcdiv_(m, denom, value=-lr / bias_correction1)",
         f"p.addcdiv_(m, denom, value=-lr / bias_correction1)\n{IN}p.grad.zero_()",
@@ -97,11 +119,19 @@ MUTANTS = [
     ),
     # first step
     Mutant(
+        "zero_weight_decay_means_default",
+        HYPER,
+        'lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"] or 1e-2',
+        "first step",
+        hint="weight_decay=0 taken for the default 1e-2 (a falsy `or`)?",
+    ),
+    Mutant(
         "no_bias_correction",
         f"bias_correction1 = 1 - beta1**t\n{IN}bias_correction2 = 1 - beta2**t",
         "bias_correction1 = bias_correction2 = 1.0",
         "first step",
         hint="no bias correction of m and v (divide by 1 - beta1^t and 1 - beta2^t)?",
+        values=True,
     ),
     Mutant(
         "betas_swapped",
@@ -109,6 +139,7 @@ MUTANTS = [
         'beta2, beta1 = group["betas"]',
         "first step",
         hint="betas unpacked in the wrong order (beta2 for m, beta1 for v)?",
+        values=True,
     ),
     Mutant(
         "betas_hard_coded",
@@ -123,6 +154,7 @@ MUTANTS = [
         "m.mul_(1 - beta1).add_(g, alpha=beta1)",
         "first step",
         hint="first moment as (1 - beta1)*m + beta1*g: the average's weights swapped?",
+        values=True,
     ),
     # bias correction
     Mutant(
@@ -131,6 +163,7 @@ MUTANTS = [
         "m.copy_((1 - beta1) * g)",
         "bias correction",
         hint="exp_avg set to (1 - beta1)*g each step, without beta1 * the old m?",
+        values=True,
     ),
     Mutant(
         "v_uses_abs",
@@ -138,6 +171,7 @@ MUTANTS = [
         "v.mul_(beta2).add_(g.abs(), alpha=1 - beta2)",
         "bias correction",
         hint="second moment averages |g| instead of g²?",
+        values=True,
     ),
     # decoupled decay
     Mutant(
@@ -183,6 +217,15 @@ MUTANTS = [
         "lockstep",
         hint="lr, eps and weight_decay read from self.defaults, not from each param group?",
     ),
+    Mutant(
+        "lr_fixed_at_first_step",
+        HYPER,
+        'lr, eps, weight_decay = group.setdefault("initial_lr", group["lr"]), group["eps"], '
+        'group["weight_decay"]',
+        "lockstep",
+        hint="lr read once (at a group's first step), so a scheduler's change of "
+        "param_groups[i]['lr'] between steps has no effect?",
+    ),
     # eps placement
     Mutant(
         "eps_inside_the_sqrt",
@@ -219,6 +262,22 @@ MUTANTS = [
         'lr, eps, weight_decay = group["lr"] or 1e-3, group["eps"], group["weight_decay"]',
         "edge cases",
         hint="lr = 0 replaced by a default (a falsy `or`)?",
+    ),
+    Mutant(
+        "float32_parameter_update",
+        "p.mul_(1 - lr * weight_decay)",
+        "p.copy_(p.float().mul_(1 - lr * weight_decay))",
+        "edge cases",
+        hint="the parameter goes through float32 (p.float()) in the update, which rounds a "
+        "float64 parameter?",
+    ),
+    Mutant(
+        "decay_through_view",
+        "p.mul_(1 - lr * weight_decay)",
+        "p.view(-1).mul_(1 - lr * weight_decay)",
+        "edge cases",
+        hint="the parameter updated through p.view(-1), which fails for a non-contiguous "
+        "parameter?",
     ),
     # from scratch
     Mutant(

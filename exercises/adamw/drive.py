@@ -2,10 +2,14 @@
 kernel (`Run.on`) and here, in the grader's process, with torch's AdamW update
 (`Run.reference`).
 
-In the kernel: the parameters are held there (the optimizer updates them in place), the
-candidate's class is built over them (param groups as dicts of Remotes), and ONE
-`Kernel.batch` then makes every step: set each parameter's `grad` (None where the step
-gives it none), call `step()`, and now and then read the parameters back.
+In the kernel: the parameters are held there (the optimizer updates them in place, in
+their own layout), the candidate's class is built over them (param groups as dicts of
+Remotes), and ONE `Kernel.batch` then makes every step: set each parameter's `grad` (None
+where the step gives it none), call `step()`, and now and then read the parameters back.
+A run with `edits` changes a param group's hyperparameters between steps as a scheduler
+does (`opt.param_groups[i]["lr"] = ...`): its group dicts are held in the kernel too, and
+the optimizer keeps the dicts it is given (torch.optim.Optimizer does), so an edit of a
+held dict is an edit of `opt.param_groups[i]`.
 """
 
 from __future__ import annotations
@@ -33,18 +37,21 @@ class Trajectory:
     returned: list[Any] = field(default_factory=list)
     state: dict[str, dict[str, Any]] = field(default_factory=dict)
     extra: list[Any] = field(default_factory=list)
+    groups: Any = None  # opt.param_groups at the end, for a run with edits
 
 
 @dataclass
 class Run:
     """A scenario: the parameters (name -> initial value), each step's gradients (a name
     a step leaves out has grad None then), the constructor's keyword arguments and,
-    optionally, param groups as {"params": [names], **options}."""
+    optionally, param groups as {"params": [names], **options}, and `edits`: before step t,
+    group i's entries are updated with `edits[t][i]` (a scheduler's changes)."""
 
     params: dict[str, torch.Tensor]
     grads: list[dict[str, torch.Tensor]]
     options: dict[str, Any] = field(default_factory=dict)
     groups: list[dict[str, Any]] | None = None
+    edits: dict[int, dict[int, dict[str, Any]]] = field(default_factory=dict)
 
     def argument(self, tensors: dict[str, Any]) -> list:
         """The optimizer's `params` argument, over `tensors` (by name)."""
@@ -66,12 +73,20 @@ class Run:
         parameters are read after every `every`-th step and the last; `reads`: attributes
         of the first parameter read at the end; `state`: read state_dict() at the end."""
         held = hold(kernel, self.params)
-        opt = kernel.new(CLASS, self.argument(held), seed=None, **self.options)
+        argument: list = self.argument(held)
+        if self.edits:  # the group dicts themselves held, to be edited between steps
+            if self.groups is None:
+                argument = [{"params": argument}]
+            argument = kernel.batch([hold_step(g, f"param_groups[{i}]")
+                                     for i, g in enumerate(argument)])  # fmt: skip
+        opt = kernel.new(CLASS, argument, seed=None, **self.options)
         # each request with what its answer is: ("set", None) answers are not read
         steps: list[tuple[Step, tuple[str, Any]]] = [
             (set_step(r, "requires_grad", True), ("set", None)) for r in held.values()
         ]
         for t, grads in enumerate(self.grads, start=1):
+            for i, changes in self.edits.get(t, {}).items():
+                steps.append((call_step(argument[i], "update", changes), ("set", None)))
             steps += [(set_step(r, "grad", grads.get(n)), ("set", None)) for n, r in held.items()]
             steps.append((call_step(opt, "step"), ("returned", t)))
             if t % every == 0 or t == len(self.grads):
@@ -80,6 +95,8 @@ class Run:
         steps += [(attribute_step(first, name), ("extra", name)) for name in reads]
         if state:
             steps.append((call_step(opt, "state_dict"), ("state", None)))
+        if self.edits:
+            steps.append((attribute_step(opt, "param_groups"), ("groups", None)))
         out = Trajectory({})
         answers = kernel.batch([step for step, _ in steps])
         for (_, (kind, key)), value in zip(steps, answers, strict=True):
@@ -91,17 +108,21 @@ class Run:
                 out.extra.append(value)
             elif kind == "state":
                 out.state = _unpack_state(value, self.order)
+            elif kind == "groups":
+                out.groups = value
         return out
 
     def reference(self, decoupled: bool = True) -> Trajectory:
         """The same run here, with torch.optim.AdamW's update (`decoupled=False` with
         weight_decay 0: torch.optim.Adam's), every step read."""
-        tensors = {n: p.clone() for n, p in self.params.items()}
+        tensors = {n: copy(p) for n, p in self.params.items()}
         groups = self.argument(tensors) if self.groups else [{"params": list(tensors.values())}]
         groups = [{**DEFAULTS, **self.options, **g} for g in groups]
         state: dict[int, dict[str, torch.Tensor]] = {}
         out = Trajectory({})
         for t, grads in enumerate(self.grads, start=1):
+            for i, changes in self.edits.get(t, {}).items():
+                groups[i].update(changes)
             grad_of = {id(tensors[n]): g for n, g in grads.items() if g is not None}
             for group in groups:
                 torch_step(group, grad_of, state, decoupled)
@@ -132,9 +153,16 @@ def torch_step(group: dict, grad_of: dict, state: dict, decoupled: bool = True) 
     )  # fmt: skip
 
 
+def copy(t: torch.Tensor) -> torch.Tensor:
+    """A copy of `t` in its own layout (strides): a non-contiguous parameter stays so
+    (`clone` makes a copy of a strided view contiguous)."""
+    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype).copy_(t)
+
+
 def hold(kernel: Any, tensors: dict[str, torch.Tensor]) -> dict[str, Remote]:
-    """Each tensor (a copy) kept in the kernel as an object, in one round trip."""
-    held = kernel.batch([hold_step(t.clone(), name) for name, t in tensors.items()])
+    """Each tensor (a copy, in its layout) kept in the kernel as an object, in one round
+    trip."""
+    held = kernel.batch([hold_step(copy(t), name) for name, t in tensors.items()])
     return dict(zip(tensors, held, strict=True))
 
 

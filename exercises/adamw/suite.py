@@ -5,7 +5,11 @@ grader's process. How a run reaches the optimizer in the kernel: see `drive`.
 Inputs are chosen so that each bug shows where it belongs: levels 2-3 use weight_decay 0
 (the Adam core alone) and the first step uses gradients of +-1 (|g| = g²); the decay level
 uses lr * weight_decay = 0.05 and a parameter with gradients of zeros; gradients are kept
-away from zero (|g| >= 0.3) except where eps is the point (about 1e-9).
+away from zero (|g| >= 0.3) except where eps is the point (about 1e-9). A test about one
+thing leaves the others off: one parameter where the step count is not the point,
+weight_decay 0 in the first-step, bias-correction and edge-case tests, and the eps tests
+start from parameters of 0 with lr 1e-3 (so not even a weight_decay taken for another
+shows there).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from grader.exercises.adamw.drive import CLASS, DEFAULTS, Run, Trajectory, same_
 from grader.suite import checks
 from grader.suite import library as lib
 from grader.suite.exercise import Exercise, Watch
+from grader.suite.handle import attribute_step, call_step
 from grader.suite.integrity import require_clean_source, require_nothing_seen
 
 F32, F64 = torch.float32, torch.float64
@@ -183,6 +188,29 @@ def step_updates_parameters_in_place(kernel):
 
 
 @exercise.check("api")
+def step_with_a_closure(kernel):
+    """step(closure) calls the closure first, with gradients enabled, and returns what it
+    returned: torch.is_grad_enabled gives True, and p.sum gives the sum of p before the
+    update."""
+    p0, g = noise(3, 4, seed=5), noise(3, 4, seed=6)
+    p = kernel.hold(p0.clone(), "p")
+    kernel.set_attribute(p, "requires_grad", True)
+    opt = kernel.new(CLASS, [p], seed=None, lr=0.1)
+    kernel.set_attribute(p, "grad", g)
+    enabled = kernel.attribute(kernel.get("torch"), "is_grad_enabled")
+    total = kernel.attribute(p, "sum")
+    said = kernel.batch([call_step(opt, "step", enabled), attribute_step(p, "data"),
+                         call_step(opt, "step", total)])  # fmt: skip
+    if said[0] is not True:
+        raise checks.Failed(f"step(closure=torch.is_grad_enabled) returned "
+                            f"{checks.describe(said[0])}, want True: call the closure with "
+                            "gradients enabled and return what it returns")  # fmt: skip
+    before = checks.tensor(said[1], "p after the first step", p0.shape)
+    checks.close(checks.tensor(said[2], "step(closure=p.sum)", ()), before.sum(),
+                 "step(closure=p.sum) vs the sum of p before that step")  # fmt: skip
+
+
+@exercise.check("api")
 def hyperparameters_live_in_param_groups(kernel):
     """param_groups hold lr, betas, eps and weight_decay: the defaults, and per group."""
     w, b = kernel.hold(noise(3, seed=1, dtype=F32), "w"), kernel.hold(noise(2, seed=2), "b")
@@ -244,8 +272,8 @@ def first_step(betas=None, seed: int = 0) -> Run:
     options: dict[str, Any] = {"lr": 0.01, "weight_decay": 0.0}
     if betas:
         options["betas"] = betas
-    params = {"w": noise(4, 5, seed=seed + 1), "b": noise(5, seed=seed + 2)}
-    grads = [{"w": signs(4, 5, seed=seed + 3), "b": signs(5, seed=seed + 4)}]
+    params = {"w": noise(4, 5, seed=seed + 1)}
+    grads = [{"w": signs(4, 5, seed=seed + 3)}]
     return Run(params, grads, options)
 
 
@@ -302,16 +330,16 @@ def first_step_moments_follow_the_betas(kernel):
 def three_steps(seed: int = 30) -> Run:
     params = {"w": noise(3, 4, seed=seed)}
     grads = [{"w": away_from_zero(3, 4, seed=seed + t, low=0.5, scale=2.0)} for t in range(1, 4)]
-    return Run(params, grads, {"lr": 0.01, "betas": (0.9, 0.99), "weight_decay": 0.0})
+    return Run(params, grads, {"lr": 0.01, "weight_decay": 0.0})
 
 
 @exercise.check("bias correction", points=2)
 def three_steps_closed_form(kernel):
-    """Steps 1 to 3 (weight_decay 0, betas (0.9, 0.99)) match the bias-corrected update
+    """Steps 1 to 3 (weight_decay 0, the default betas) match the bias-corrected update
     written out."""
     run = three_steps()
     got = run.on(kernel)
-    want = closed_form(run.params["w"], [g["w"] for g in run.grads], 0.01, (0.9, 0.99))
+    want = closed_form(run.params["w"], [g["w"] for g in run.grads], 0.01)
     for t, (theta, _, _) in enumerate(want, start=1):
         checks.close(got.after[t]["w"], theta, f"w after step {t} vs the update written out")
 
@@ -321,7 +349,7 @@ def three_steps_moments(kernel):
     """After 3 steps: exp_avg and exp_avg_sq are the running averages of g and g²."""
     run = three_steps()
     got = run.on(kernel, state=True)
-    _, m, v = closed_form(run.params["w"], [g["w"] for g in run.grads], 0.01, (0.9, 0.99))[-1]
+    _, m, v = closed_form(run.params["w"], [g["w"] for g in run.grads], 0.01)[-1]
     checks.close(moment(got.state, "w", "exp_avg"), m, "state[w]['exp_avg'] after step 3")
     checks.close(moment(got.state, "w", "exp_avg_sq"), v, "state[w]['exp_avg_sq'] after step 3")
 
@@ -425,14 +453,50 @@ def lockstep_with_param_groups(kernel):
     same_run(run.on(kernel, every=10), want, "two param groups, vs torch.optim.AdamW", **LONG)
 
 
+@exercise.check("lockstep", points=2)
+def lockstep_with_a_scheduler(kernel):
+    """A scheduler edits opt.param_groups[0] between steps: lr before each step t >= 2
+    (0.05 * 0.8^t), weight_decay before step 4, betas before step 7. 10 float32 steps match
+    torch.optim.AdamW given the same edits (float32's default tolerance)."""
+    params = {"w": noise(4, 3, seed=170, dtype=F32), "b": noise(3, seed=171, dtype=F32)}
+    grads = [{n: away_from_zero(*p.shape, seed=172 + 10 * i + t, dtype=F32) for i, (n, p) in
+              enumerate(params.items())} for t in range(10)]  # fmt: skip
+    edits: dict[int, dict[int, dict[str, Any]]] = {
+        t: {0: {"lr": 0.05 * 0.8**t}} for t in range(2, 11)
+    }
+    edits[4][0]["weight_decay"] = 0.3
+    edits[7][0]["betas"] = (0.8, 0.99)
+    run = Run(params, grads, {"lr": 0.05, "weight_decay": 0.1}, edits=edits)
+    got = run.on(kernel)
+    groups = got.groups
+    if not isinstance(groups, list) or not groups or not isinstance(groups[0], dict):
+        raise checks.Interface(f"{CLASS}.param_groups: got {checks.describe(groups)}, want a "
+                               "list of dicts")  # fmt: skip
+    lr = groups[0].get("lr")
+    if lr != 0.05 * 0.8**10:
+        raise checks.Failed(
+            f"{CLASS}.param_groups[0]['lr'] is {lr!r} after the group dict given was set to "
+            f"{0.05 * 0.8**10!r}: keep the dicts given as param groups (torch.optim.Optimizer"
+            ".__init__ does), where a scheduler changes them"
+        )
+    same_run(got, run.reference(), "lr, weight_decay and betas changed between steps, vs "
+             "torch.optim.AdamW")  # fmt: skip
+
+
 # ---------------------------------------------------------------------------------------
 # eps placement: tiny gradients, where eps is as large as sqrt(v_hat)
 
 
-def tiny(betas=(0.9, 0.999), eps: float = 1e-8, scale: float = 1e-9, seed: int = 70) -> Run:
-    params = {"w": noise(3, 5, seed=seed)}
+def tiny(eps: float | None = None, scale: float = 1e-9, seed: int = 70, betas=None) -> Run:
+    """5 steps of gradients ~`scale` from a parameter of zeros (weight_decay 0, lr 1e-3)."""
+    params = {"w": torch.zeros(3, 5, dtype=F64)}
     grads = [{"w": away_from_zero(3, 5, seed=seed + t, scale=scale)} for t in range(1, 6)]
-    return Run(params, grads, {"lr": 0.01, "betas": betas, "eps": eps, "weight_decay": 0.1})
+    options: dict[str, Any] = {"weight_decay": 0.0}
+    if eps is not None:
+        options["eps"] = eps
+    if betas is not None:
+        options["betas"] = betas
+    return Run(params, grads, options)
 
 
 @exercise.check("eps placement", points=2)
@@ -444,8 +508,9 @@ def tiny_gradients(kernel):
 
 @exercise.check("eps placement")
 def eps_outside_the_square_root(kernel):
-    """With beta2 = 0 (so sqrt(v_hat) = |g|) and gradients of about 1e-9, the step is
-    lr * m_hat / (|g| + eps), not lr * m_hat / sqrt(g² + eps)."""
+    """With beta2 = 0 (falsy, honoured: sqrt(v_hat) = |g|, and no bias correction of v) and
+    gradients of about 1e-9, the step is lr * m_hat / (|g| + eps), not
+    lr * m_hat / sqrt(g² + eps)."""
     run = tiny(betas=(0.9, 0.0), seed=80)
     same_run(run.on(kernel), run.reference(), "beta2 = 0, gradients ~1e-9")
 
@@ -463,35 +528,39 @@ def eps_is_the_groups(kernel):
 
 @exercise.check("edge cases")
 def float64_parameters(kernel):
-    """Float64 parameters: float64 state, and 10 steps match torch.optim.AdamW at float64's
-    default tolerance."""
-    params = {"w": noise(5, 3, seed=100), "b": noise(3, seed=101)}
-    grads = [{n: away_from_zero(*p.shape, seed=110 + 10 * i + t) for i, (n, p) in
-              enumerate(params.items())} for t in range(10)]  # fmt: skip
-    run = Run(params, grads, {"lr": 0.05, "weight_decay": 0.3})
+    """Float64 parameters near 1e4 (weight_decay 0, lr 1e-3): float64 state, and the
+    displacement p_t - p_0 over 5 steps matches torch.optim.AdamW's at float64's default
+    tolerance (float32 rounding of p, 1e-3 at 1e4, would swamp it)."""
+    p0 = noise(5, 3, seed=100) + 1e4
+    grads = [{"w": away_from_zero(5, 3, seed=110 + t)} for t in range(5)]
+    run = Run({"w": p0}, grads, {"lr": 1e-3, "weight_decay": 0.0})
     got = run.on(kernel, state=True)
-    for name in params:
-        for key in ("exp_avg", "exp_avg_sq"):
-            value = moment(got.state, name, key)
-            if value.dtype != F64:
-                raise checks.Failed(f"state[{name}][{key!r}] is {value.dtype} for a float64 "
-                                    "parameter: keep the parameter's dtype")  # fmt: skip
-    same_run(got, run.reference(), "float64, vs torch.optim.AdamW")
+    for key in ("exp_avg", "exp_avg_sq"):
+        value = moment(got.state, "w", key)
+        if value.dtype != F64:
+            raise checks.Failed(f"state[w][{key!r}] is {value.dtype} for a float64 "
+                                "parameter: keep the parameter's dtype")  # fmt: skip
+    want = run.reference()
+    for t in sorted(got.after):
+        after = checks.tensor(got.after[t].get("w"), f"w after step {t}", p0.shape)
+        checks.close(after - p0, want.after[t]["w"] - p0,
+                     f"w - w0 after step {t} (float64 w ~ 1e4), vs torch.optim.AdamW")  # fmt: skip
 
 
 @exercise.check("edge cases")
 def zero_lr_changes_nothing(kernel):
-    """lr=0 (weight_decay 0.5): the parameters stay exactly as they were."""
+    """lr=0: the parameters stay exactly as they were."""
     params = {"w": noise(4, 3, seed=120)}
     grads = [{"w": noise(4, 3, seed=121 + t)} for t in range(3)]
-    got = Run(params, grads, {"lr": 0.0, "weight_decay": 0.5}).on(kernel)
+    got = Run(params, grads, {"lr": 0.0, "weight_decay": 0.0}).on(kernel)
     for t, after in got.after.items():
         checks.equal(after["w"], params["w"], f"w after step {t} with lr=0")
 
 
 @exercise.check("edge cases")
 def no_weight_decay_is_adam(kernel):
-    """weight_decay=0: 10 steps match torch.optim.Adam (float64)."""
+    """weight_decay=0 (falsy, not taken for the default): 10 steps match torch.optim.Adam
+    (float64)."""
     params = {"w": noise(3, 3, seed=130)}
     grads = [{"w": away_from_zero(3, 3, seed=131 + t)} for t in range(10)]
     run = Run(params, grads, {"lr": 0.05, "weight_decay": 0.0})
@@ -499,16 +568,23 @@ def no_weight_decay_is_adam(kernel):
 
 
 @exercise.check("edge cases")
-def scalar_and_noncontiguous_parameters(kernel):
-    """A 0-dim parameter and a transposed (non-contiguous) one: 5 float32 steps match
-    torch.optim.AdamW at float32's default tolerance."""
-    wide = noise(3, 5, seed=140, dtype=F32).t()
-    assert not wide.is_contiguous()
-    params = {"s": noise(1, seed=141, dtype=F32)[0], "t": wide}
-    grads = [{"s": away_from_zero(1, seed=150 + t, dtype=F32)[0],
-              "t": away_from_zero(3, 5, seed=160 + t, dtype=F32).t()} for t in range(5)]  # fmt: skip
-    run = Run(params, grads, {"lr": 0.05, "weight_decay": 0.2})
-    same_run(run.on(kernel), run.reference(), "0-dim and transposed, vs torch.optim.AdamW")
+def scalar_parameter(kernel):
+    """A 0-dim float32 parameter: 5 steps match torch.optim.AdamW at float32's default
+    tolerance."""
+    params = {"s": noise(1, seed=141, dtype=F32)[0]}
+    grads = [{"s": away_from_zero(1, seed=150 + t, dtype=F32)[0]} for t in range(5)]
+    run = Run(params, grads, {"lr": 0.05, "weight_decay": 0.0})
+    same_run(run.on(kernel), run.reference(), "0-dim, vs torch.optim.AdamW")
+
+
+@exercise.check("edge cases")
+def non_contiguous_parameter(kernel):
+    """A transposed (non-contiguous) float32 parameter, with gradients in its layout (no
+    .view(-1) possible): 5 steps match torch.optim.AdamW at float32's default tolerance."""
+    params = {"t": noise(5, 3, seed=140, dtype=F32).t()}
+    grads = [{"t": away_from_zero(5, 3, seed=160 + t, dtype=F32).t()} for t in range(5)]
+    run = Run(params, grads, {"lr": 0.05, "weight_decay": 0.0})
+    same_run(run.on(kernel), run.reference(), "non-contiguous, vs torch.optim.AdamW")
 
 
 # ---------------------------------------------------------------------------------------
@@ -516,9 +592,9 @@ def scalar_and_noncontiguous_parameters(kernel):
 
 
 def a_few_steps(kernel) -> None:
-    """Steps that run the candidate's update (two groups, a skipped parameter)."""
-    run, _ = lockstep(groups=True)
-    Run(run.params, run.grads[:3], run.options, run.groups).on(kernel)
+    """Two steps of one parameter with the default options, so a stub answers first (the
+    watch saw every step the other tests made)."""
+    Run({"w": noise(3, seed=180)}, [{"w": noise(3, seed=181 + t)} for t in range(2)]).on(kernel)
 
 
 @exercise.check("from scratch")

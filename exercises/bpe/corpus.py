@@ -47,6 +47,7 @@ MUTANTS = [
         "tiny training",
         hint="after a merge the scan moves one token, not two, so 'aaa' merges as two "
         "overlapping pairs?",
+        values=True,  # every merge, in training and in encode
     ),
     Mutant(
         "merge_first_occurrence_only",
@@ -62,6 +63,7 @@ MUTANTS = [
         "tiny training",
         hint="with no special tokens, the split pattern is empty and cuts the text at every "
         "character?",
+        values=True,  # the default path: every text without specials
     ),
     # pre-tokenization
     Mutant(
@@ -171,6 +173,15 @@ MUTANTS = [
         "encoding",
         hint="byte b taken as id b instead of looking its id up in the vocab?",
     ),
+    Mutant(
+        "encode_reuses_its_output_list",
+        "        specials = set(self.special_tokens)\n        ids = []\n",
+        "        specials = set(self.special_tokens)\n"
+        '        ids = self.__dict__.setdefault("_ids", [])  # one list for every call\n',
+        "encoding",
+        hint="encode appends to a list kept on the tokenizer, so each call returns the ids "
+        "of every text so far?",
+    ),
     # special tokens
     Mutant(
         "specials_through_bpe",
@@ -207,6 +218,15 @@ MUTANTS = [
         "",
         "edge cases",
         hint="training does not stop when no pair is left (max of nothing)?",
+    ),
+    Mutant(
+        "specials_sorted_in_place",
+        ORDERED,
+        "special_tokens.sort(key=len, reverse=True)  # the caller's list\n"
+        "    ordered = special_tokens",
+        "edge cases",
+        hint="the caller's special_tokens list sorted in place (list.sort) instead of a "
+        "sorted copy?",
     ),
     # from scratch
     Mutant(

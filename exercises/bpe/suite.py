@@ -5,12 +5,19 @@ Answers are plain data, not tensors: `train_bpe` returns (dict[int, bytes], list
 bytes), `encode` a list of ints, `decode` a str. They cross the wire as themselves and are
 compared exactly (`checks.data`, whose message names the first place they differ) against
 the grader's own implementation (`reference.py`), run here in the grader's process.
+
+One bug, one place: each text is encoded by a tokenizer of its own (one test encodes text
+after text with one tokenizer: the state a Tokenizer keeps between calls); decode is
+compared on ASCII text outside its own tests (a character cut across tokens is theirs).
 """
 
 from __future__ import annotations
 
 import ast
+import copy
+from typing import Any
 
+from grader.core.outcomes import CandidateRaised
 from grader.exercises.bpe import reference as ref
 from grader.suite import checks
 from grader.suite import library as lib
@@ -65,9 +72,10 @@ def tokenizer(kernel, vocab, merges, specials=None):
     return kernel.new(TOKENIZER, vocab, merges, specials)
 
 
-def encodes(kernel, tok, texts, what):
-    """Each text's ids from the candidate, all in one round trip."""
-    got = kernel.batch([call_step(tok, "encode", t) for t in texts])
+def encodes(kernel, build, texts, what):
+    """Each text's ids from the candidate, each encoded by a new tokenizer (`build()`, a
+    Remote), all the encodes in one round trip."""
+    got = kernel.batch([call_step(build(), "encode", t) for t in texts])
     for text, ids in zip(texts, got, strict=True):
         if not isinstance(ids, list):
             raise checks.Interface(f"{what}.encode({text!r}): got {checks.describe(ids)}, "
@@ -75,19 +83,26 @@ def encodes(kernel, tok, texts, what):
     return got
 
 
-def same_ids(kernel, tok, texts, vocab, merges, specials, what):
-    """encode(text) equals the reference's ids for every text."""
-    for text, ids in zip(texts, encodes(kernel, tok, texts, what), strict=True):
+def same_ids(kernel, texts, vocab, merges, specials, what):
+    """Tokenizer(vocab, merges, specials).encode(text) equals the reference's ids for every
+    text (a new tokenizer for each)."""
+    build = lambda: tokenizer(kernel, vocab, merges, specials)  # noqa: E731
+    for text, ids in zip(texts, encodes(kernel, build, texts, what), strict=True):
         checks.data(ids, ref.encode(text, vocab, merges, specials), f"{what}.encode({text!r})")
 
 
 def same_training(kernel, text, vocab_size, specials, what, *, vocab=True):
-    """train_bpe's merges (then its vocab) equal the reference's."""
+    """train_bpe's merges (then its vocab, or only the vocab's size where `vocab` is
+    "size") equal the reference's."""
     got = kernel.get(TRAIN)(text, vocab_size, specials)
     got_vocab, got_merges = checks.pair(got, what, ("vocab", "merges"))
     want_vocab, want_merges = ref.train(text, vocab_size, specials)
     checks.data(got_merges, want_merges, f"{what} merges")
-    if vocab:
+    if vocab == "size":
+        if not isinstance(got_vocab, dict):
+            raise checks.Interface(f"{what} vocab: got {checks.describe(got_vocab)}, want a dict")
+        checks.data(len(got_vocab), len(want_vocab), f"{what}: the vocab's size")
+    elif vocab:
         checks.data(got_vocab, want_vocab, f"{what} vocab")
 
 
@@ -103,8 +118,8 @@ def returns_vocab_and_merges(kernel):
 @exercise.check("byte round trip", hidden=False)
 def bytes_without_merges(kernel):
     """With no merges, encode gives the UTF-8 bytes as ids (ASCII, accents, CJK, emoji)."""
-    tok = tokenizer(kernel, BYTES, [])
-    for text, ids in zip(TEXTS, encodes(kernel, tok, TEXTS, "Tokenizer(bytes, [])"), strict=True):
+    build = lambda: tokenizer(kernel, BYTES, [])  # noqa: E731
+    for text, ids in zip(TEXTS, encodes(kernel, build, TEXTS, "Tokenizer(bytes, [])"), strict=True):
         checks.data(ids, list(text.encode("utf-8")), f"Tokenizer(bytes, []).encode({text!r})")
 
 
@@ -130,11 +145,12 @@ def tiny_merges(kernel):
 def tiny_encode(kernel):
     """With those merges, 'aaabdaaabac' encodes as [258, 100, 258, 97, 99], and back."""
     vocab, merges = ref.train(TINY, 259, [])
-    tok = tokenizer(kernel, vocab, merges)
     texts = [TINY, "baaac", "daaab aaab"]
-    same_ids(kernel, tok, texts, vocab, merges, None, "Tokenizer(tiny)")
+    same_ids(kernel, texts, vocab, merges, None, "Tokenizer(tiny)")
     ids = ref.encode(TINY, vocab, merges)
-    checks.data(tok.decode(ids), TINY, f"Tokenizer(tiny).decode({ids})")
+    checks.data(
+        tokenizer(kernel, vocab, merges).decode(ids), TINY, f"Tokenizer(tiny).decode({ids})"
+    )
 
 
 # ---------------------------------------------------------------- pre-tokenization
@@ -150,9 +166,8 @@ def merges_stay_inside_pretokens(kernel):
 def encode_by_pretokens(kernel):
     """encode merges inside each pre-token, never across two."""
     vocab, merges = ref.train(PIECES, 260, [])
-    tok = tokenizer(kernel, vocab, merges)
     texts = [PIECES, "sat  sat,  7 sat\n\n sat", "it'sat"]
-    same_ids(kernel, tok, texts, vocab, merges, None, "Tokenizer(4 merges)")
+    same_ids(kernel, texts, vocab, merges, None, "Tokenizer(4 merges)")
 
 
 # ---------------------------------------------------------------- exact merges
@@ -197,19 +212,32 @@ def ranked_vocab(byte_id=lambda b: b):
 def lowest_rank_first(kernel):
     """encode merges the lowest-ranked pair first (not the longest token, not the lowest id)."""
     vocab = ranked_vocab()
-    tok = tokenizer(kernel, vocab, RANKED)
-    same_ids(kernel, tok, ENCODE_TEXTS, vocab, RANKED, None, "Tokenizer(ranked)")
+    same_ids(kernel, ENCODE_TEXTS, vocab, RANKED, None, "Tokenizer(ranked)")
 
 
 @exercise.check("encoding")
 def byte_ids_from_the_vocab(kernel):
-    """Single bytes take their ids from the vocab (here byte b has id (7b + 3) % 256)."""
+    """Single bytes take their ids from the vocab (here byte b has id (7b + 3) % 256), in
+    encode and in decode (of ASCII text: a character cut across tokens is decode's own)."""
     vocab = ranked_vocab(lambda b: (7 * b + 3) % 256)
-    tok = tokenizer(kernel, vocab, RANKED)
     texts = ["abc", "zebra é"]
-    same_ids(kernel, tok, texts, vocab, RANKED, None, "Tokenizer(permuted bytes)")
-    ids = ref.encode(texts[1], vocab, RANKED)
-    checks.data(tok.decode(ids), texts[1], f"Tokenizer(permuted bytes).decode({ids})")
+    same_ids(kernel, texts, vocab, RANKED, None, "Tokenizer(permuted bytes)")
+    ids = ref.encode("zebra", vocab, RANKED)
+    decoded = tokenizer(kernel, vocab, RANKED).decode(ids)
+    checks.data(decoded, "zebra", f"Tokenizer(permuted bytes).decode({ids})")
+
+
+@exercise.check("encoding")
+def one_tokenizer_text_after_text(kernel):
+    """One Tokenizer(bytes, merges) encodes four texts one after the other: each gives its
+    own ids, nothing kept from the texts before."""
+    vocab = ranked_vocab()
+    tok = tokenizer(kernel, vocab, RANKED)
+    texts = ["abc", "bcd ab", "", "cab"]
+    got = kernel.batch([call_step(tok, "encode", t) for t in texts])
+    for number, (text, ids) in enumerate(zip(texts, got, strict=True), start=1):
+        want = ref.encode(text, vocab, RANKED)
+        checks.data(ids, want, f"Tokenizer(ranked): encode number {number}, of {text!r}")
 
 
 # ---------------------------------------------------------------- special tokens
@@ -219,11 +247,11 @@ def byte_ids_from_the_vocab(kernel):
 def specials_are_one_id(kernel):
     """A special token is one id, never split or merged; decode gives it back."""
     vocab, merges = ref.train(FIXTURE, FIXTURE_SIZE, [EOT])
-    tok = tokenizer(kernel, vocab, merges, [EOT])
     texts = [f"low{EOT}lowest", f"{EOT}{EOT} newer{EOT}", f"the<|end{EOT}oftext|>"]
-    same_ids(kernel, tok, texts, vocab, merges, [EOT], "Tokenizer(fixture, [EOT])")
+    same_ids(kernel, texts, vocab, merges, [EOT], "Tokenizer(fixture, [EOT])")
     ids = ref.encode(texts[1], vocab, merges, [EOT])
-    checks.data(tok.decode(ids), texts[1], f"Tokenizer(fixture, [EOT]).decode({ids})")
+    decoded = tokenizer(kernel, vocab, merges, [EOT]).decode(ids)
+    checks.data(decoded, texts[1], f"Tokenizer(fixture, [EOT]).decode({ids})")
 
 
 @exercise.check("special tokens")
@@ -231,9 +259,8 @@ def longest_special_first(kernel):
     """Overlapping specials: the longest one that matches wins."""
     specials = ["<|eot|>", "<|eot|><|eot|>"]
     vocab, merges = ref.train("eot eot <|x|> end", 262, specials)
-    tok = tokenizer(kernel, vocab, merges, specials)
     texts = ["a<|eot|><|eot|>b<|eot|>", "<|eot|><|eot|><|eot|>"]
-    same_ids(kernel, tok, texts, vocab, merges, specials, "Tokenizer(overlapping specials)")
+    same_ids(kernel, texts, vocab, merges, specials, "Tokenizer(overlapping specials)")
 
 
 # ---------------------------------------------------------------- edge cases
@@ -251,17 +278,49 @@ def invalid_utf8_is_replaced(kernel):
 
 @exercise.check("edge cases")
 def training_runs_out_of_pairs(kernel):
-    """Training stops early when no pair is left, and makes no merge below 256 + specials."""
-    same_training(kernel, "ab ab", 300, [], "train_bpe('ab ab', 300, [])")
-    same_training(kernel, f"ab{EOT}ab", 200, [EOT], "train_bpe('ab<|endoftext|>ab', 200, [EOT])")
+    """Training stops early when no pair is left, and makes no merge below 256 + specials
+    (the merges, and the vocab's size)."""
+    same_training(kernel, "ab", 300, [], "train_bpe('ab', 300, [])", vocab="size")
+    same_training(kernel, f"ab{EOT}ab", 200, [EOT], "train_bpe('ab<|endoftext|>ab', 200, [EOT])",
+                  vocab="size")  # fmt: skip
 
 
 @exercise.check("edge cases")
 def no_specials_means_plain_text(kernel):
-    """Without special tokens, '<|endoftext|>' is ordinary text."""
+    """Without special tokens (None, or an empty list), '<|endoftext|>' is ordinary text."""
     vocab, merges = ref.train(FIXTURE, FIXTURE_SIZE, [EOT])
-    tok = tokenizer(kernel, vocab, merges)
-    same_ids(kernel, tok, [f"low{EOT}new"], vocab, merges, None, "Tokenizer(fixture)")
+    same_ids(kernel, [f"low{EOT}new"], vocab, merges, None, "Tokenizer(fixture)")
+    same_ids(kernel, [f"low{EOT}new"], vocab, merges, [], "Tokenizer(fixture, [])")
+
+
+@exercise.check("edge cases")
+def arguments_are_left_unchanged(kernel):
+    """train_bpe leaves its special_tokens list as it was, and Tokenizer (with and without
+    specials) leaves vocab, merges and special_tokens as they were, encode included."""
+    specials = ["<|eot|>", "<|eot|><|eot|>", "<|x|>"]
+    vocab, merges = ref.train("eot eot <|x|> end", 263, specials)
+    text = "a<|eot|><|eot|>b<|x|> end"
+    runs: list[tuple[str, list[tuple[str, Any]]]] = [
+        (TRAIN, [("special_tokens", specials)]),
+        (TOKENIZER, [("vocab", vocab), ("merges", merges)]),
+        (TOKENIZER, [("vocab", vocab), ("merges", merges), ("special_tokens", specials)]),
+    ]
+    for function, arguments in runs:
+        held = {name: kernel.hold(copy.deepcopy(value), name) for name, value in arguments}
+        try:
+            if function == TRAIN:
+                kernel.get(TRAIN)(text, 263, held["special_tokens"])
+            else:
+                kernel.new(TOKENIZER, *held.values()).encode(text)
+        except CandidateRaised as error:  # a wrong answer is another test's: the arguments are ours
+            if error.not_implemented or error.interface:
+                raise
+        shown = f"{function}({', '.join(held)})" + (
+            ".encode(text)" if function == TOKENIZER else ""
+        )
+        for name, value in arguments:
+            after = kernel.call(held[name].target, "copy", (), {}, f"{name}.copy()")
+            checks.data(after, value, f"{name} after {shown}")
 
 
 # ---------------------------------------------------------------- from scratch

@@ -42,6 +42,7 @@ MUTANTS = [
         "return loss.sum()",
         "shapes & reduction",
         hint='reduction="mean" returns the sum of the losses?',
+        values=True,  # the default reduction: every test of a "mean" loss compares it
     ),
     Mutant(
         "none_not_reshaped",
@@ -63,6 +64,7 @@ MUTANTS = [
         "m = x.amax(dim=dim)",
         "shapes & reduction",
         hint="the row maximum taken without keepdim=True, so it does not broadcast over dim?",
+        values=True,  # log_softmax raises for every input
     ),
     # values
     Mutant(
@@ -71,6 +73,7 @@ MUTANTS = [
         "return x - lse",
         "values",
         hint="log-sum-exp of the shifted logits, without adding the maximum back?",
+        values=True,
     ),
     Mutant(
         "softmax_over_batch_dim",
@@ -78,6 +81,7 @@ MUTANTS = [
         "logp = log_softmax(logits.reshape(-1, C), dim=0)",
         "values",
         hint="log-softmax over the batch axis (dim=0) instead of the classes?",
+        values=True,
     ),
     Mutant(
         "log_softmax_ignores_dim",
@@ -92,6 +96,7 @@ MUTANTS = [
         "nll = logp.gather(",
         "values",
         hint="the loss is +log p[target], without the minus sign?",
+        values=True,
     ),
     # stability
     Mutant(
@@ -114,6 +119,14 @@ MUTANTS = [
         "m = x.max()",
         "stability",
         hint="one maximum over the whole tensor subtracted, not each row's own?",
+    ),
+    Mutant(
+        "float32_inside",
+        "logp = log_softmax(logits.reshape(-1, C), dim=-1)",
+        "logp = log_softmax(logits.reshape(-1, C).float(), dim=-1).to(logits.dtype)",
+        "stability",
+        hint="float64 logits computed in float32 inside (cast back at the end), which loses "
+        "the digits of logits far from zero?",
     ),
     Mutant(
         "loss_from_probabilities",
@@ -141,7 +154,7 @@ MUTANTS = [
         "smoothing_counts_ignored_rows",
         SMOOTH,
         "smooth = -logp.mean(dim=-1)",
-        "ignore_index",
+        "label smoothing",
         hint="the label-smoothing term is added on ignored rows too?",
     ),
     Mutant(
@@ -157,6 +170,13 @@ MUTANTS = [
         "return loss.sum() / keep.sum().clamp(min=1)",
         "ignore_index",
         hint='"mean" with every target ignored returns 0 instead of NaN (0 / 0)?',
+    ),
+    Mutant(
+        "ignore_index_zero_means_default",
+        "keep = flat != ignore_index",
+        "keep = flat != (ignore_index or -100)",
+        "ignore_index",
+        hint="ignore_index=0 taken for the default -100 (a falsy `or`)?",
     ),
     Mutant(
         "gather_before_masking",
@@ -214,7 +234,7 @@ MUTANTS = [
         "target_modified_in_place",
         "safe = torch.where(keep, flat, torch.zeros_like(flat))",
         "safe = flat\n    safe[~keep] = 0",
-        "edge cases",
+        "ignore_index",
         hint="ignored targets overwritten with 0 in the caller's target tensor (in place)?",
     ),
     Mutant(
@@ -230,6 +250,13 @@ MUTANTS = [
         "logits.view(-1, C)",
         "edge cases",
         hint="logits flattened with .view, which fails on non-contiguous logits?",
+    ),
+    Mutant(
+        "target_view_instead_of_reshape",
+        "flat = target.reshape(-1).long()",
+        "flat = target.view(-1).long()",
+        "edge cases",
+        hint="target flattened with .view, which fails on a non-contiguous target?",
     ),
     # from scratch
     Mutant(

@@ -43,6 +43,31 @@ SOLUTION_LOOP = """    out = q.new_empty(*q.shape[:-1], v.shape[-1])
     return out, lse
 """
 
+# the same loop written around torch.logsumexp: a running log-sum-exp merged tile by tile
+# and a normalised output (correct, but not from scratch: it loses that level alone)
+LOGSUMEXP_LOOP = """    outs, lses = [], []
+    for i0 in range(0, T, block_q):
+        qi = q[..., i0 : i0 + block_q, :] * scale
+        rows = torch.arange(i0, i0 + qi.shape[-2])
+        run = q.new_full(qi.shape[:-1], float("-inf"))  # running log-sum-exp
+        acc = q.new_zeros(*qi.shape[:-1], v.shape[-1])  # normalised output so far
+        for j0 in range(0, S, block_k):
+            kj, vj = k[..., j0 : j0 + block_k, :], v[..., j0 : j0 + block_k, :]
+            s = qi @ kj.transpose(-2, -1)
+            if is_causal:
+                cols = torch.arange(j0, j0 + kj.shape[-2])
+                s = s.masked_fill(cols[None, :] > rows[:, None] + (S - T), float("-inf"))
+            if key_padding_mask is not None:
+                s = s.masked_fill(key_padding_mask[:, None, None, j0 : j0 + block_k], float("-inf"))
+            new = torch.logsumexp(torch.stack((run, torch.logsumexp(s, dim=-1))), dim=0)
+            safe = new.masked_fill(new == float("-inf"), 0.0)
+            acc = acc * torch.exp(run - safe)[..., None] + torch.exp(s - safe[..., None]) @ vj
+            run = new
+        outs.append(acc)
+        lses.append(run)
+    return torch.cat(outs, dim=-2), torch.cat(lses, dim=-1)
+"""
+
 MUTANTS = [
     # ---- online softmax
     Mutant(
@@ -73,6 +98,13 @@ MUTANTS = [
         "online softmax",
         hint="online softmax: the loop stops one entry early, so the last block can be missed?",
     ),
+    Mutant(
+        "online_softmax_shifts_x_in_place",
+        "return torch.exp(x - run_max[..., None]) / run_sum[..., None]",
+        "return torch.exp(x.sub_(run_max[..., None])) / run_sum[..., None]",
+        "online softmax",
+        hint="online_softmax subtracts the max from x in place (sub_), changing the caller's x?",
+    ),
     # ---- one tile
     Mutant(
         "no_default_scale",
@@ -80,6 +112,7 @@ MUTANTS = [
         "scale = 1.0 if scale is None else scale",
         "one tile",
         hint="scores not scaled by 1/sqrt(D) when scale is None?",
+        values=True,
     ),
     Mutant(
         "scaled_by_the_value_width",
@@ -87,6 +120,7 @@ MUTANTS = [
         "1.0 / math.sqrt(v.shape[-1]) if",
         "one tile",
         hint="scores scaled by 1/sqrt(Dv), the value width, instead of 1/sqrt(D)?",
+        values=True,
     ),
     Mutant(
         "explicit_scale_ignored",
@@ -101,6 +135,30 @@ MUTANTS = [
         "out = torch.empty(*q.shape[:-1], v.shape[-1])",
         "one tile",
         hint="out allocated in float32 (torch.empty's default) instead of q's dtype?",
+    ),
+    Mutant(
+        "zero_scale_taken_for_the_default",
+        "scale = 1.0 / math.sqrt(D) if scale is None else scale",
+        "scale = scale or 1.0 / math.sqrt(D)",
+        "one tile",
+        hint="scale=0.0 taken for 'no scale given' (scale or 1/sqrt(D)) instead of honoured?",
+    ),
+    Mutant(
+        "q_scaled_in_place",
+        "qi = q[..., i0 : i0 + block_q, :] * scale",
+        "qi = q[..., i0 : i0 + block_q, :].mul_(scale)",
+        "one tile",
+        hint="each query tile scaled in place (mul_), changing the caller's q?",
+    ),
+    Mutant(
+        "scores_in_float32",
+        "s = qi @ kj.transpose(-2, -1)",
+        "s = (qi.float() @ kj.float().transpose(-2, -1)).to(q.dtype)",
+        "one tile",
+        # every float64 comparison sees it (a few elements off at magnitudes near 1)
+        values=True,
+        hint="scores computed in float32 (.float()) for float64 inputs, losing float64's "
+        "precision?",
     ),
     # ---- many tiles
     Mutant(
@@ -144,6 +202,8 @@ MUTANTS = [
         "",
         "many tiles",
         hint="the running max is never updated (m = m_new missing), so each tile restarts?",
+        # m stays -inf: lse is wrong even with one tile, out across tiles
+        values=True,
     ),
     # ---- log-sum-exp
     Mutant(
@@ -219,6 +279,15 @@ MUTANTS = [
         hint="key_padding_mask [B, S] broadcast over the batch axis as if it were heads?",
     ),
     Mutant(
+        "padded_values_zeroed_in_place",
+        '                s = s.masked_fill(pad, float("-inf"))\n',
+        '                s = s.masked_fill(pad, float("-inf"))\n'
+        "                vj.masked_fill_(pad.transpose(-2, -1), 0.0)\n",
+        "padding",
+        hint="the values at padded keys zeroed in place (masked_fill_ on a slice of v), "
+        "changing the caller's v?",
+    ),
+    Mutant(
         "no_neg_inf_guard",
         'shift = m_new.masked_fill(m_new == float("-inf"), 0.0)',
         "shift = m_new",
@@ -247,6 +316,13 @@ MUTANTS = [
         "memory and stability",
         hint="the max is frozen at the first tile's, so later larger scores overflow exp?",
     ),
+    Mutant(
+        "queries_flattened_with_view",
+        "qi = q[..., i0 : i0 + block_q, :] * scale",
+        "qi = q.view(-1, T, D)[:, i0 : i0 + block_q].view(*q.shape[:-2], -1, D) * scale",
+        "memory and stability",
+        hint="q flattened with .view, which fails on non-contiguous inputs (reshape works)?",
+    ),
     # ---- from scratch
     Mutant(
         "builtin_softmax",
@@ -263,6 +339,15 @@ MUTANTS = [
         "    return out, lse\n",
         "from scratch",
         hint="out taken from F.scaled_dot_product_attention?",
+    ),
+    # merging the tiles with torch.logsumexp is correct but not from scratch: it must
+    # lose the from-scratch points and no others
+    Mutant(
+        "tiles_merged_with_logsumexp",
+        SOLUTION_LOOP,
+        LOGSUMEXP_LOOP,
+        "from scratch",
+        hint="torch.logsumexp used to merge the key tiles' log-sum-exps?",
     ),
 ]
 

@@ -1,6 +1,10 @@
 """Single-bug mutants of solutions/gqa.ipynb, each with the level where it first loses points,
 and correct variants that keep full marks.
 
+`values=True` marks the bugs in what every test compares (the head mapping, the default
+scale, the softmax axis, the output layout): they may lose points at every level. Every other
+mutant is about one feature and should lose points at its own level and few others.
+
 Left out as equivalent (no test can tell them apart): the `h % Hkv` head mapping and an
 `expand` on a new leading group axis are both `.repeat` (`repeat_not_interleave` below).
 """
@@ -48,6 +52,20 @@ MUTANTS = [
         hint="GQASelfAttention accepts n_kv_heads that does not divide n_heads?",
     ),
     Mutant(
+        "kv_head_counts_not_compared",
+        "if Hkv == 0 or Hq % Hkv != 0 or v.shape[1] != Hkv:",
+        "if Hkv == 0 or Hq % Hkv != 0:",
+        "shapes",
+        hint="no ValueError when k and v have different numbers of heads?",
+    ),
+    Mutant(
+        "module_d_model_not_checked",
+        "if d_model % n_heads != 0 or n_heads % n_kv_heads != 0:",
+        "if n_heads % n_kv_heads != 0:",
+        "shapes",
+        hint="GQASelfAttention accepts n_heads that does not divide d_model?",
+    ),
+    Mutant(
         "causal_and_mask_accepted",
         "if is_causal and attn_mask is not None:",
         "if False:",
@@ -60,6 +78,7 @@ MUTANTS = [
         "group = Hkv",
         "shapes",
         hint="KV heads repeated Hkv times instead of Hq // Hkv?",
+        values=True,
     ),
     Mutant(
         "output_heads_last",
@@ -67,6 +86,7 @@ MUTANTS = [
         "return (weights @ v).transpose(1, 2)\n",
         "shapes",
         hint="output returned as [B, Tq, Hq, Dv] instead of [B, Hq, Tq, Dv]?",
+        values=True,
     ),
     # --- degenerate cases
     Mutant(
@@ -75,6 +95,7 @@ MUTANTS = [
         "torch.softmax(scores.masked_fill(blocked, 0.0), dim=-2)",
         "degenerate cases",
         hint="softmax over the query axis (dim=-2) instead of the keys?",
+        values=True,
     ),
     Mutant(
         "no_scaling",
@@ -82,6 +103,7 @@ MUTANTS = [
         "scale = 1.0 if scale is None else scale",
         "degenerate cases",
         hint="scores not scaled by 1/sqrt(D) by default?",
+        values=True,
     ),
     Mutant(
         "scale_by_group",
@@ -89,6 +111,7 @@ MUTANTS = [
         "scale = 1 / math.sqrt(D * group) if scale is None else scale",
         "degenerate cases",
         hint="scores scaled by 1/sqrt(D * group size) instead of 1/sqrt(D)?",
+        values=True,
     ),
     Mutant(
         "scale_by_kv_heads",
@@ -96,6 +119,7 @@ MUTANTS = [
         "scale = 1 / math.sqrt(D * Hkv) if scale is None else scale",
         "degenerate cases",
         hint="scores scaled by 1/sqrt(D * Hkv) instead of 1/sqrt(D)?",
+        values=True,
     ),
     Mutant(
         "mean_over_group_queries",
@@ -104,6 +128,7 @@ MUTANTS = [
         ".expand(B, Hkv, group, Tq, D).reshape(B, Hq, Tq, D)\n",
         "degenerate cases",
         hint="the query heads of a group averaged into one shared query?",
+        values=True,
     ),
     # --- grouping
     Mutant(
@@ -112,6 +137,7 @@ MUTANTS = [
         "k, v = (t.repeat(1, group, 1, 1) for t in (k, v))",
         "grouping",
         hint="KV heads tiled with .repeat (query head h -> KV head h % Hkv), not repeat_interleave?",
+        values=True,
     ),
     Mutant(
         "keys_repeat_not_interleave",
@@ -119,6 +145,7 @@ MUTANTS = [
         "k, v = k.repeat(1, group, 1, 1), v.repeat_interleave(group, dim=1)",
         "grouping",
         hint="keys tiled with .repeat, values with repeat_interleave (mismatched head maps)?",
+        values=True,
     ),
     Mutant(
         "values_repeat_not_interleave",
@@ -126,6 +153,7 @@ MUTANTS = [
         "k, v = k.repeat_interleave(group, dim=1), v.repeat(1, group, 1, 1)",
         "grouping",
         hint="values tiled with .repeat, keys with repeat_interleave (mismatched head maps)?",
+        values=True,
     ),
     Mutant(
         "scale_argument_ignored",
@@ -133,6 +161,13 @@ MUTANTS = [
         "scale = 1 / math.sqrt(D)",
         "grouping",
         hint="the scale argument ignored (always 1/sqrt(D))?",
+    ),
+    Mutant(
+        "scale_zero_taken_for_none",
+        "scale = 1 / math.sqrt(D) if scale is None else scale",
+        "scale = scale or 1 / math.sqrt(D)",
+        "grouping",
+        hint="scale=0.0 taken for None (`scale or 1/sqrt(D)`), so it scales by 1/sqrt(D)?",
     ),
     # --- masks
     Mutant(
@@ -219,14 +254,14 @@ MUTANTS = [
         "nan_for_fully_masked_rows",
         "blocked = torch.isneginf(scores).all(dim=-1, keepdim=True)",
         "blocked = torch.zeros_like(scores[..., :1], dtype=torch.bool)",
-        "edge cases",
+        "masks",
         hint="fully masked rows give NaN instead of zeros?",
     ),
     Mutant(
         "finite_fill_uniform_rows",
         'scores.masked_fill(~attn_mask, float("-inf"))',
         "scores.masked_fill(~attn_mask, -1e9)",
-        "edge cases",
+        "masks",
         hint="masked scores filled with -1e9, so fully masked rows average all values, not 0?",
     ),
     Mutant(
@@ -241,8 +276,23 @@ MUTANTS = [
         SCORES,
         "scores = (q.view(B * Hq, Tq, D) @ k.reshape(B * Hq, S, D).transpose(-2, -1))"
         ".view(B, Hq, Tq, S) * scale",
-        "shapes",
+        "module",
         hint="q flattened with .view, which fails on non-contiguous q (the module's transposed heads)?",
+    ),
+    Mutant(
+        "scores_in_float32",
+        SCORES,
+        "scores = (q.float() @ k.float().transpose(-2, -1)).to(q.dtype) * scale",
+        "edge cases",
+        hint="scores computed in float32 (q.float() @ k.float()) for float64 inputs?",
+    ),
+    Mutant(
+        "given_scale_applied_to_q_in_place",
+        "scale = 1 / math.sqrt(D) if scale is None else scale",
+        "if scale is not None:\n        q, scale = q.mul_(scale), 1.0\n"
+        "    scale = 1 / math.sqrt(D) if scale is None else scale",
+        "edge cases",
+        hint="a given scale multiplied into q in place (q.mul_(scale)), changing the caller's q?",
     ),
 ]
 

@@ -4,15 +4,22 @@ Single-bug copies of the solution (each must first lose points on its level, and
 asks its hint when a notebook fails the same way) and correct variants (each must keep full
 marks).
 
-Mutant(name, old, new, level, hint=...): `old` is found exactly once in the solution's code
-and replaced by `new`.
+Mutant(name, old, new, level, hint=..., values=False): `old` is found exactly once in the
+solution's code and replaced by `new`. `values=True` marks a bug in what every forward
+computes (the scale, the softmax axis, the head mapping, the causal mask itself): it may lose
+points at every level. Every other mutant is about one feature (the cache's mechanics, one
+kind of call through the cache, reuse, an edge case) and should lose points at its own level
+and few others (`grade hints` measures it).
 """
 
 from grader.suite.corpus import Mutant, Variant
 
 MIN_MUTANTS = 15
 
-UPDATE = "        if cache is not None:\n            k, v = cache.update(k, v)\n"
+UPDATE = (
+    "        if cache is not None:\n            k, v = cache.update(k, v)\n"
+    "            k, v = k.to(q.dtype), v.to(q.dtype)  # the cache may hold another dtype\n"
+)
 ROPE_K = "        k = apply_rope(k, positions, self.theta)\n"
 REPEAT = "        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)\n"
 MASK = "        mask = causal_mask(Tn, S, device=x.device)\n"
@@ -44,6 +51,19 @@ CACHE_BODY = """        self.max_len = max_len
         return self.k[:, :, :end], self.v[:, :, :end]"""
 
 MUTANTS = [
+    # (b) an input written in place under one setting only: with no grouping, k is a view of
+    # the cache's own rows, which the in-place scale rescales at every call
+    Mutant(
+        "keys_scaled_in_place_in_the_cache",
+        "k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)\n"
+        "        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)",
+        "if group > 1:\n"
+        "            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)\n"
+        "        scores = q @ k.mul_(1 / math.sqrt(self.head_dim)).transpose(-2, -1)",
+        "prefill and chunks",
+        hint="keys scaled in place (k.mul_), which with n_kv_heads = n_heads rescales the "
+        "cache's own rows at every call?",
+    ),
     # cache mechanics
     Mutant(
         "update_returns_only_new",
@@ -101,6 +121,7 @@ MUTANTS = [
         ".tril(diagonal=s - t - 1)",
         "causal mask",
         hint="each query is blocked from its own key (the diagonal is excluded)?",
+        values=True,
     ),
     Mutant(
         "mask_means_blocked",
@@ -108,6 +129,7 @@ MUTANTS = [
         "    return ~torch.ones(t, s, dtype=torch.bool, device=device)",
         "causal mask",
         hint="causal_mask returns True for blocked keys instead of allowed ones?",
+        values=True,
     ),
     # the full forward
     Mutant(
@@ -116,6 +138,7 @@ MUTANTS = [
         "math.sqrt(self.n_heads * self.head_dim)",
         "full forward",
         hint="scores scaled by 1/sqrt(d_model) instead of 1/sqrt(head_dim)?",
+        values=True,
     ),
     Mutant(
         "kv_heads_tiled_not_interleaved",
@@ -124,6 +147,7 @@ MUTANTS = [
         "full forward",
         hint="key/value heads tiled with .repeat (head h reads h % Hkv) instead of "
         "repeat_interleave (h // group)?",
+        values=True,
     ),
     Mutant(
         "softmax_over_queries",
@@ -131,6 +155,7 @@ MUTANTS = [
         "torch.softmax(scores, dim=-2)",
         "full forward",
         hint="softmax over the query axis (dim=-2) instead of the keys?",
+        values=True,
     ),
     Mutant(
         "no_mask",
@@ -138,6 +163,7 @@ MUTANTS = [
         "",
         "full forward",
         hint="the causal mask is never applied to the scores?",
+        values=True,
     ),
     # decode, one token at a time
     Mutant(
@@ -180,51 +206,81 @@ MUTANTS = [
         "decode",
         hint="keys and values repeated to the query heads before they go into the cache?",
     ),
-    # prefill, then decode
+    # several tokens per call: a prompt, then chunks after cached tokens
     Mutant(
         "no_mask_with_a_cache",
         MASKED,
         "        if cache is None:\n    " + MASKED,
-        "prefill + decode",
+        "prefill and chunks",
         hint="the causal mask is applied only without a cache, so a prompt sees its future?",
     ),
     Mutant(
         "prompt_not_cached",
         "        if cache is not None:\n",
         "        if cache is not None and Tn == 1:\n",
-        "prefill + decode",
+        "prefill and chunks",
         hint="a chunk of several tokens (the prompt) is never written to the cache?",
     ),
-    # chunk schedules
     Mutant(
         "mask_only_on_the_first_chunk",
         MASK,
         "        mask = causal_mask(Tn, S, device=x.device) if start == 0 else "
         "torch.ones(Tn, S, dtype=torch.bool)\n",
-        "chunk schedules",
+        "prefill and chunks",
         hint="the mask is dropped once the cache holds tokens, so a later chunk sees its future?",
     ),
     Mutant(
         "chunk_positions_restart",
         "start = 0 if cache is None else cache.length",
         "start = 0 if cache is None or Tn > 1 else cache.length",
-        "chunk schedules",
+        "prefill and chunks",
         hint="a chunk of several tokens is taken for the prompt: its positions restart at 0?",
     ),
-    # edge cases
     Mutant(
         "unrotated_keys_cached",
         ROPE_K + UPDATE,
         UPDATE + "        k = apply_rope(k, torch.arange(k.shape[2]), self.theta)\n",
-        "edge cases",
+        "prefill and chunks",
         hint="keys cached before RoPE and rotated on every read, not rotated before caching?",
     ),
     Mutant(
         "cache_always_float64",
         "max_len, head_dim, dtype=dtype)",
         "max_len, head_dim, dtype=torch.float64)",
-        "edge cases",
+        "cache mechanics",
         hint="the cache's buffers are always float64, whatever its dtype?",
+    ),
+    # reuse across calls
+    Mutant(
+        "module_counts_positions",
+        "start = 0 if cache is None else cache.length",
+        'start = 0 if cache is None else getattr(self, "_next", 0)\n'
+        "        if cache is not None:\n            self._next = start + Tn",
+        "reuse across calls",
+        hint="the module counts positions itself instead of reading cache.length, so a reset "
+        "or a second cache goes on from the old count?",
+    ),
+    # edge cases
+    Mutant(
+        "scores_in_float32",
+        "scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)",
+        "scores = (q.float() @ k.float().transpose(-2, -1)).to(q.dtype) / math.sqrt(self.head_dim)",
+        "edge cases",
+        hint="scores computed in float32 (q.float() @ k.float()) for a float64 module?",
+    ),
+    Mutant(
+        "x_flattened_with_view",
+        "q = self.q_proj(x).view(",
+        "q = self.q_proj(x.view(B * Tn, -1)).view(",
+        "edge cases",
+        hint="x flattened with .view, which fails on a non-contiguous x (use reshape)?",
+    ),
+    Mutant(
+        "update_clears_the_callers_rows",
+        "        self.v[:, :, start:end] = v_new\n",
+        "        self.v[:, :, start:end] = v_new\n        k_new.zero_()\n        v_new.zero_()\n",
+        "edge cases",
+        hint="update zeroes the caller's k_new and v_new in place after copying them?",
     ),
     # from scratch
     Mutant(

@@ -1,5 +1,7 @@
 """Single-bug mutants of solutions/mha_causal.ipynb, each with the level where a person would
-expect it to lose points first."""
+expect it to lose points first. `values=True`: a bug in what every test compares (the scale,
+the softmax, the head layout, the causal mask, which every output goes through: the modules
+take no mask argument, so there is no call without it)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ MUTANTS = [
         "/ self.d_out**0.5, dim",
         "parity",
         hint="scores scaled by 1/sqrt(d_out), not 1/sqrt(head_dim)?",
+        values=True,
     ),
     Mutant(
         "no_scaling",
@@ -31,6 +34,7 @@ MUTANTS = [
         "attn_scores, dim=-1",
         "parity",
         hint="attn_scores not scaled by 1/sqrt(head_dim) before the softmax?",
+        values=True,
     ),
     Mutant(
         "softmax_over_queries",
@@ -38,13 +42,15 @@ MUTANTS = [
         "self.head_dim**0.5, dim=-2)",
         "normalization",
         hint="softmax over the query axis (dim=-2) instead of the keys?",
+        values=True,
     ),
     Mutant(
         "weights_taken_before_softmax",
         SOFTMAX,
         "attn_scores / self.head_dim**0.5",
-        "normalization",
+        "shapes",
         hint="attn_weights are the scaled scores, with no softmax?",
+        values=True,
     ),
     Mutant(
         "softmax_that_overflows",
@@ -61,6 +67,7 @@ MUTANTS = [
         "t.view(b, self.num_heads, num_tokens, self.head_dim)",
         "causal",
         hint="heads split by viewing straight to [b, H, T, head_dim], without the transpose?",
+        values=True,
     ),
     Mutant(
         "merge_without_transpose",
@@ -68,6 +75,7 @@ MUTANTS = [
         "(self.dropout(attn_weights) @ values)",
         "causal",
         hint="context merged to [b, T, d_out] without transposing heads and tokens back?",
+        values=True,
     ),
     Mutant(
         "strided_head_split",
@@ -75,6 +83,7 @@ MUTANTS = [
         "t.view(b, num_tokens, self.head_dim, self.num_heads).transpose(2, 3).transpose(1, 2)",
         "parity",
         hint="heads take strided channels (h, h+H, ...), not contiguous head_dim blocks?",
+        values=True,
     ),
     Mutant(
         "merge_view_without_contiguous",
@@ -82,6 +91,7 @@ MUTANTS = [
         "context.view(b, num_tokens, self.d_out)",
         "shapes",
         hint="context.view() after the transpose, without .contiguous()?",
+        values=True,
     ),
     # MultiHeadAttention: the causal mask. With `~blocked` the last query has no visible key
     # at all: its weights are 0/0 = NaN, which the constant-values check (normalization) sees
@@ -90,8 +100,9 @@ MUTANTS = [
         "inverted_mask",
         "attn_scores.masked_fill(blocked, -torch.inf)",
         "attn_scores.masked_fill(~blocked, -torch.inf)",
-        "normalization",
+        "shapes",
         hint="causal mask inverted (~blocked): past and current token hidden, future visible?",
+        values=True,
     ),
     Mutant(
         "mask_transposed",
@@ -99,6 +110,7 @@ MUTANTS = [
         CUT_MASK + ".T",
         "causal",
         hint="causal mask transposed (.T): future tokens visible, past ones hidden?",
+        values=True,
     ),
     Mutant(
         "mask_ignored",
@@ -106,6 +118,7 @@ MUTANTS = [
         "attn_scores = attn_scores",
         "causal",
         hint="causal mask never applied to attn_scores?",
+        values=True,
     ),
     Mutant(
         "mask_lets_the_next_token_through",
@@ -113,6 +126,7 @@ MUTANTS = [
         "torch.triu(torch.ones(context_length, context_length), diagonal=2),",
         "causal",
         hint="causal mask shifted (triu diagonal=2): the next token is visible?",
+        values=True,
     ),
     Mutant(
         "mask_not_cut_to_the_input_length",
@@ -128,6 +142,7 @@ MUTANTS = [
         "return context",
         "parity",
         hint="out_proj never applied to the context?",
+        values=True,
     ),
     Mutant(
         "dropped_out_proj_bias",
@@ -149,6 +164,7 @@ MUTANTS = [
         "(self.W_query(x), self.W_query(x), self.W_value(x))",
         "parity",
         hint="keys computed with W_query instead of W_key?",
+        values=True,
     ),
     Mutant(
         "out_proj_bias_follows_qkv_bias",
@@ -208,6 +224,7 @@ MUTANTS = [
         "scores / x.shape[-1] ** 0.5",
         "parity",
         hint="CausalAttention scales scores by 1/sqrt(d_in), not 1/sqrt(d_out)?",
+        values=True,
     ),
     Mutant(
         "single_head_dropout_on_the_output",
@@ -223,6 +240,7 @@ MUTANTS = [
         "for head in self.heads], dim=1)",
         "shapes",
         hint="wrapper concatenates the heads on the token axis (dim=1), not dim=-1?",
+        values=True,
     ),
     Mutant(
         "wrapper_heads_in_a_plain_list",
@@ -251,5 +269,29 @@ MUTANTS = [
         "for head in self.heads[::-1]], dim=-1)",
         "parity",
         hint="wrapper concatenates the heads in reverse order?",
+    ),
+    # one feature each: a non-contiguous input, a second call, dropout 0.0
+    Mutant(
+        "queries_from_a_view_of_x",
+        PROJECTIONS,
+        "(self.W_query(x.view(-1, x.shape[-1])).view(b, num_tokens, -1), self.W_key(x), self.W_value(x))",
+        "shapes",
+        hint="x flattened with .view(-1, d_in), which fails on a non-contiguous x (use reshape)?",
+    ),
+    Mutant(
+        "mask_cut_once_and_cached",
+        CUT_MASK,
+        'if not hasattr(self, "_blocked"):\n'
+        "            self._blocked = self.mask.bool()[:num_tokens, :num_tokens]\n"
+        "        blocked = self._blocked",
+        "shapes",
+        hint="the mask cut to the first call's length and kept, so a later call of another length fails?",
+    ),
+    Mutant(
+        "dropout_zero_taken_for_the_default",
+        "self.out_proj = nn.Linear(d_out, d_out)  # always with a bias\n        self.dropout = nn.Dropout(dropout)",
+        "self.out_proj = nn.Linear(d_out, d_out)  # always with a bias\n        self.dropout = nn.Dropout(dropout or 0.1)",
+        "training",
+        hint="dropout=0.0 replaced by a default (dropout or 0.1), so train mode still drops?",
     ),
 ]

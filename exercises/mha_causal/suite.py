@@ -2,6 +2,10 @@
 ways: one head (`CausalAttention`), stacked heads (`MultiHeadAttentionWrapper`) and split
 weights with an output projection (`MultiHeadAttention`). The causal mask is a registered
 buffer, 1 = blocked; there is no mask argument and no row is ever fully blocked.
+
+One feature per test: the modules are built with context_length == T (the mask needs no
+cutting) and dropout 0 unless a test is about that; the inputs are contiguous. The causal mask
+is in every output (there is no mask-free call), so a mask bug is a bug in the values.
 """
 
 from dataclasses import dataclass
@@ -13,6 +17,7 @@ import torch.nn.functional as F
 from grader.exercises import _attention as att
 from grader.exercises import _shared as lib
 from grader.suite import checks
+from grader.suite.library import noncontiguous
 
 exercise = att.exercise(
     id="mha_causal",
@@ -32,8 +37,9 @@ exercise = att.exercise(
     profile=att.Profile(__name__, "SPLIT", causal=True, context="ctx"),  # `--profile`
 )
 
-# d_in != d_out (5 -> 12), 3 heads of width 4, B = 2, T = 7 < context_length = 10 (the mask
-# must be cut to T x T): head layout, scaling and mask-slicing bugs show. One test has B == H.
+# d_in != d_out (5 -> 12), 3 heads of width 4, B = 2, T = 7: head layout and scaling bugs
+# show. The modules are built with context_length = T; the tests of shorter inputs use
+# context_length = 10 (the mask must be cut to T x T). One test has B == H.
 D_IN, D_OUT, H, B, T, CTX = 5, 12, 3, 2, 7, 10
 QKV = ("W_query", "W_key", "W_value")
 
@@ -61,7 +67,7 @@ class Causal(att.Adapter):
     """One of the three classes, built as the walkthrough builds it (the wrapper from heads
     of width E / H); forward(x) -> y, its causal mask a buffer, so `allow` is not passed."""
 
-    ctx: int = CTX
+    ctx: int = T
     wrapper: bool = False  # MultiHeadAttentionWrapper: heads of width E / H, each its own module
 
     @property
@@ -132,6 +138,13 @@ def layout(kernel, A: Causal, bias: bool = True, name: str = "") -> Any:
     return module
 
 
+def same_weights(kernel, A: Causal, **changes) -> Any:
+    """A fresh module of A with `changes` (another context_length), built after the same seed
+    as `A.build`: the same layers in the same order, so the same weights (the mask buffer
+    draws no random numbers)."""
+    return A.replace(**changes).build(kernel)
+
+
 VALUE = 0.7  # every value vector is VALUE * ones: weights that sum to 1 reproduce it
 
 
@@ -166,6 +179,7 @@ def all_or_nothing(y0: torch.Tensor, v0: torch.Tensor, keep: float, what: str) -
 def walkthrough(kernel, class_name: str, want: torch.Tensor) -> None:
     """The module built as the walkthrough builds it prints its numbers (to its 4 decimals)."""
     module = kernel.new(class_name, 3, 2, 6, 0.0, num_heads=2, seed=123)
+    module.eval()
     y = module(torch.stack((SEED_INPUTS, SEED_INPUTS)))
     y = checks.tensor(y, f"{class_name} output", (2, 6, want.shape[1]))
     built = f"{class_name}(3, 2, 6, 0.0, num_heads=2) after torch.manual_seed(123)"
@@ -192,12 +206,57 @@ def split_shapes(kernel):
 
 
 @exercise.check("shapes")
-def full_context_and_single_token(kernel):
-    """T == context_length and T == 1 (batch of one) for all three classes."""
+def single_token_and_batch_of_one(kernel):
+    """context_length = T = 1 and a batch of one, for all three classes."""
     for A in (ONE, WRAPPER, SPLIT):
-        module = A.build(kernel)
-        for batch, length in ((B, CTX), (1, 1)):
-            A.forward(module, A.inputs(batch, length, seed=length))
+        A.forward(A.replace(ctx=1).build(kernel), A.inputs(1, 1, seed=1))
+
+
+@exercise.check("shapes", points=2)
+def inputs_shorter_than_the_context(kernel):
+    """With context_length 10, T = 7 and T = 1 give what modules of context_length T give."""
+    for A in (ONE, WRAPPER, SPLIT):
+        long = A.replace(ctx=CTX).build(kernel)
+        for length in (T, 1):
+            what = f"{A.output} for T={length} < context_length {CTX} vs context_length {length}"
+            like_a_fresh_module(kernel, A, long, length, length, what)
+
+
+@exercise.check("shapes")
+def called_again_with_another_length(kernel):
+    """One module (context_length 10) called on T = 7, 4, then 7 tokens: each call gives what a
+    fresh module with the same weights gives (nothing is kept from an earlier call)."""
+    for A in (ONE, SPLIT):
+        module = A.replace(ctx=CTX).build(kernel)
+        for length in (T, 4, T):
+            what = f"{A.output} for T={length} after calls at other lengths vs a fresh module"
+            like_a_fresh_module(kernel, A, module, length, CTX, what)
+
+
+def like_a_fresh_module(kernel, A, module, length: int, ctx: int, what: str) -> None:
+    """`module` on T = `length` tokens gives what a new module with its weights and
+    context_length `ctx` gives."""
+    x = A.inputs(t=length, seed=length)
+    y, _ = A.forward(module, x)
+    want, _ = A.forward(same_weights(kernel, A, ctx=ctx), x)
+    checks.same(y, want, what)
+
+
+@exercise.check("shapes")
+def non_contiguous_input(kernel):
+    """A non-contiguous x (column-major, strided) gives the output of its contiguous copy."""
+    for A in (ONE, WRAPPER, SPLIT):
+        module, (x,) = A.build(kernel), A.inputs(seed=4)
+        (y, _), (want, _) = A.forward(module, (noncontiguous(x),)), A.forward(module, (x,))
+        checks.same(y, want, f"{A.output} for a non-contiguous x vs its contiguous copy")
+
+
+@exercise.check("shapes")
+def input_left_unchanged(kernel):
+    """x is not modified in place, in eval mode and in train mode with dropout 0.5."""
+    for A in (ONE, SPLIT):
+        lib.inputs_left_unchanged(kernel, A)
+        lib.inputs_left_unchanged(kernel, A, train=True)
 
 
 @exercise.check("shapes")
@@ -232,12 +291,6 @@ def causal_attention_weights_sum_to_one(kernel):
 
 
 @exercise.check("normalization")
-def wrapper_weights_sum_to_one(kernel):
-    """With every head's values equal to c, the wrapper gives c everywhere."""
-    constant_values(kernel, WRAPPER)
-
-
-@exercise.check("normalization")
 def split_weights_sum_to_one(kernel):
     """With every value equal to c and out_proj the identity, MultiHeadAttention gives c."""
     constant_values(kernel, SPLIT)
@@ -253,10 +306,10 @@ def large_inputs_stay_normalised(kernel):
 
 @exercise.check("causal", points=2, hidden=False)
 def split_future_tokens_do_not_change_the_past(kernel):
-    """MultiHeadAttention: y[:, t] ignores tokens after t (T = 7 and T = context_length)."""
+    """MultiHeadAttention: y[:, t] ignores tokens after t (t = 3 and t = 5 of T = 7)."""
     module = SPLIT.build(kernel)
     lib.later_tokens(kernel, SPLIT, 3, module=module)
-    lib.later_tokens(kernel, SPLIT, 6, module=module, x=att.randn(B, CTX, D_IN, seed=2))
+    lib.later_tokens(kernel, SPLIT, 5, module=module, x=att.randn(B, T, D_IN, seed=2))
 
 
 @exercise.check("causal", points=2)
@@ -284,7 +337,7 @@ def first_token_sees_only_itself(kernel):
     for A in (WRAPPER, SPLIT):
         module = A.build(kernel)
         y, _ = A.forward(module, (x,))
-        alone, _ = A.forward(module, (x[:, :1],))
+        alone, _ = A.forward(same_weights(kernel, A, ctx=1), (x[:, :1],))
         checks.same(y[:, :1], alone, f"{A.output}[:, 0] vs its output for the first token alone")
 
 
@@ -379,6 +432,17 @@ def eval_mode_ignores_dropout(kernel):
 
 
 @exercise.check("training")
+def dropout_zero_in_train_mode(kernel):
+    """dropout = 0.0 is honoured: in train mode the output is eval mode's (no dropout at all)."""
+    for A in (SPLIT, ONE):
+        module, x = A.build(kernel, dropout=0.0), A.inputs()
+        y_eval, _ = A.forward(module, x)
+        module.train()
+        y_train, _ = A.forward(module, x, seed=3)
+        checks.same(y_train, y_eval, f"train-mode {A.output} with dropout 0.0 vs eval mode")
+
+
+@exercise.check("training")
 def train_mode_applies_dropout(kernel):
     """With dropout 0.5 in train mode, the output is finite and differs from eval mode."""
     lib.train_mode_applies_dropout(kernel, SPLIT, ONE)
@@ -407,13 +471,11 @@ def gpt2_parameter_count(kernel):
 
 
 @exercise.check("gpt-2 size", points=2)
-def gpt2_is_causal_and_ignores_dropout_in_eval(kernel):
-    """The GPT-2-size module in eval mode on 16 tokens: causal, finite, deterministic."""
-    module, x = GPT2.build(kernel), att.randn(1, 16, 768, seed=2)
+def gpt2_is_causal(kernel):
+    """The GPT-2-size module (dropout 0) on 16 tokens of its 1024: finite and causal."""
+    module, x = GPT2.build(kernel, dropout=0.0), att.randn(1, 16, 768, seed=2)
     y1, _ = GPT2.forward(module, (x,))
     checks.finite(y1, "GPT-2-size y")
-    again, _ = GPT2.forward(module, (x,), seed=5)
-    checks.same(again, y1, "two eval-mode GPT-2-size calls (dropout 0.1 must be off)")
     lib.later_tokens(kernel, GPT2, 7, module=module, x=x)
 
 

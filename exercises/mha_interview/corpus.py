@@ -1,5 +1,6 @@
 """Single-bug mutants of solutions/mha_interview.ipynb, each with the level where a person would
-expect it to lose points first."""
+expect it to lose points first. `values=True`: a bug in what every test compares (the scale,
+the softmax, the head layout, the returned weights)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ MUTANTS = [
         "math.sqrt(self.cfg.embed_dim)",
         "parity",
         hint="logits scaled by 1/sqrt(embed_dim), not 1/sqrt(head_dim)?",
+        values=True,
     ),
     Mutant(
         "no_scaling",
@@ -21,6 +23,7 @@ MUTANTS = [
         "",
         "parity",
         hint="logits not scaled by 1/sqrt(head_dim)?",
+        values=True,
     ),
     Mutant(
         "softmax_over_queries",
@@ -28,6 +31,7 @@ MUTANTS = [
         "masked_fill(blocked, 0.0), dim=-2)",
         "normalization",
         hint="softmax over the query axis (dim=-2) instead of the keys?",
+        values=True,
     ),
     Mutant(
         "split_without_transpose",
@@ -35,13 +39,15 @@ MUTANTS = [
         "x.reshape(B, self.cfg.num_heads, T, self.head_dim)",
         "padding",
         hint="_split_heads reshapes straight to [B, H, T, Dh], without the transpose?",
+        values=True,
     ),
     Mutant(
         "merge_without_transpose",
         "xh.transpose(1, 2).reshape(B, T, H * Dh)",
         "xh.reshape(B, T, H * Dh)",
-        "causal",
+        "padding",
         hint="_merge_heads reshapes [B, H, T, Dh] to [B, T, E] without transposing back?",
+        values=True,
     ),
     Mutant(
         "strided_head_split",
@@ -49,6 +55,7 @@ MUTANTS = [
         "x.reshape(B, T, self.head_dim, self.cfg.num_heads).transpose(2, 3).transpose(1, 2)",
         "parity",
         hint="_split_heads gives heads strided channels, not contiguous head_dim blocks?",
+        values=True,
     ),
     Mutant(
         "inverted_bool_mask",
@@ -84,6 +91,7 @@ MUTANTS = [
         "y = (self._merge_heads(",
         "parity",
         hint="out_proj never applied to the merged heads?",
+        values=True,
     ),
     Mutant(
         "dropout_active_in_eval",
@@ -112,6 +120,7 @@ MUTANTS = [
         "(weights if",
         "shapes",
         hint="per-head weights [B, H, T, S] returned instead of the head average?",
+        values=True,
     ),
     Mutant(
         "weights_summed_over_heads",
@@ -119,6 +128,7 @@ MUTANTS = [
         "(weights.sum(dim=1) if",
         "normalization",
         hint="returned weights summed over heads instead of averaged?",
+        values=True,
     ),
     Mutant(
         "weights_taken_before_softmax",
@@ -126,6 +136,7 @@ MUTANTS = [
         "(logits.mean(dim=1) if",
         "normalization",
         hint="returned weights are head-averaged logits, taken before the softmax?",
+        values=True,
     ),
     Mutant(
         "values_from_x_in_cross_attention",
@@ -189,5 +200,34 @@ MUTANTS = [
         "blocked = torch.zeros_like(logits[..., :1], dtype=torch.bool)",
         "finite",
         hint="fully masked query rows give NaN weights instead of zeros?",
+    ),
+    # one feature each: dropout 0.0, a mask changed in place, a non-contiguous input, bias=False
+    Mutant(
+        "dropout_zero_taken_for_the_default",
+        "self.dropout = nn.Dropout(cfg.dropout_p)",
+        "self.dropout = nn.Dropout(cfg.dropout_p or 0.1)",
+        "training",
+        hint="dropout_p=0.0 replaced by a default (dropout_p or 0.1), so train mode still drops?",
+    ),
+    Mutant(
+        "key_padding_unsqueezed_in_place",
+        "masked_fill(~key_padding_mask[:, None, None, :],",
+        "masked_fill(~key_padding_mask.unsqueeze_(1).unsqueeze_(1),",
+        "padding",
+        hint="the caller's key_padding_mask unsqueezed in place (unsqueeze_), changing its shape?",
+    ),
+    Mutant(
+        "queries_from_a_view_of_x",
+        "q = self._split_heads(self.q_proj(x))",
+        "q = self._split_heads(self.q_proj(x.view(-1, x.shape[-1])).view(x.shape))",
+        "shapes",
+        hint="x flattened with .view(-1, E), which fails on a non-contiguous x (use reshape)?",
+    ),
+    Mutant(
+        "out_proj_always_biased",
+        "self.out_proj = nn.Linear(cfg.embed_dim, cfg.embed_dim, bias=cfg.bias)",
+        "self.out_proj = nn.Linear(cfg.embed_dim, cfg.embed_dim)",
+        "parity",
+        hint="out_proj keeps a bias when AttentionConfig(bias=False)?",
     ),
 ]

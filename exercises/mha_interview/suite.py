@@ -1,6 +1,11 @@
 """Hidden suite for `mha_interview` (seed 000): an nn.Module MultiHeadAttention with a
 config dataclass, self- and cross-attention, bool-or-float attention masks (True = allow)
 and a key padding mask (True = keep).
+
+One feature per test: self-attention (kv=None), no masks, dropout 0 and contiguous inputs,
+unless a test is about that. Mask tests compare the masking (weights on blocked keys, the
+unmasked weights reweighted, outputs that must not move), not the values; parity and
+gradient tests compare the values, without a mask.
 """
 
 import torch
@@ -8,6 +13,7 @@ import torch
 from grader.exercises import _attention as att
 from grader.exercises import _shared as lib
 from grader.suite import checks
+from grader.suite.library import noncontiguous
 
 exercise = att.exercise(
     id="mha_interview",
@@ -48,6 +54,21 @@ class Interview(att.Adapter):
 
 
 A = Interview(E, H, B, T, S, args=("x", "kv"), output="output y", per_head=False)
+# one head: its averaged weights are the head's own, so a mask's effect on them can be computed
+ONE_HEAD = A.replace(H=1)
+
+
+def masked_weights_reweighted(kernel, attn_mask: torch.Tensor, what: str) -> None:
+    """With one head, the weights under an attention mask (bool, or float added to the logits)
+    are the unmasked weights times the mask's factor (1/0, or exp(mask)), renormalised: the
+    mask changes how much each key counts and nothing else. Both calls are the candidate's."""
+    module, inputs = ONE_HEAD.build(kernel), ONE_HEAD.inputs(cross=False)
+    w0 = ONE_HEAD.weights(module, inputs)
+    w1 = ONE_HEAD.weights(module, inputs, attn_mask=attn_mask)
+    factor = attn_mask.double() if attn_mask.dtype == torch.bool else attn_mask.double().exp()
+    want = w0.double() * factor
+    want = (want / want.sum(dim=-1, keepdim=True)).to(w0.dtype)
+    checks.close(w1, want, f"weights with {what} vs the unmasked ones reweighted")
 
 
 @exercise.check("shapes", hidden=False)
@@ -65,13 +86,28 @@ def cross_attention_shapes(kernel):
 @exercise.check("shapes")
 def no_weights_unless_asked(kernel):
     """need_weights=False (the default) returns (y, None)."""
-    lib.no_weights_unless_asked(kernel, A)
+    lib.no_weights_unless_asked(kernel, A.replace(args=("x",)))
 
 
 @exercise.check("shapes")
 def single_token_and_batch_of_one(kernel):
-    """B = 1, T = 1 attending to S = 3 keys."""
-    lib.shapes(kernel, A, batch=1, t=1, s=3, seed=3)
+    """B = 1, T = 1 (self-attention)."""
+    lib.shapes(kernel, A, batch=1, t=1, cross=False, seed=3)
+
+
+@exercise.check("shapes")
+def non_contiguous_input(kernel):
+    """A non-contiguous x (column-major, strided) gives the output of its contiguous copy."""
+    module, (x,) = A.build(kernel), A.inputs(cross=False)
+    (y, w), (y2, w2) = A.forward(module, (x,)), A.forward(module, (noncontiguous(x),))
+    checks.same(y2, y, "output y for a non-contiguous x vs its contiguous copy")
+    checks.same(w2, w, "weights for a non-contiguous x vs its contiguous copy")
+
+
+@exercise.check("shapes")
+def input_left_unchanged(kernel):
+    """forward does not modify x in place (eval mode, no mask)."""
+    lib.inputs_left_unchanged(kernel, A, cross=False)
 
 
 @exercise.check("normalization", hidden=False)
@@ -94,20 +130,26 @@ def large_inputs_stay_normalised(kernel):
 
 @exercise.check("padding", points=2, hidden=False)
 def padded_keys_get_no_weight(kernel):
-    """Cross-attention with key_padding_mask (False = pad): padded keys get ~0 weight."""
-    lib.obeys(kernel, A, att.padding_allow([S - 2, S - 3], S), "padded keys")
+    """key_padding_mask (False = pad), self-attention: padded keys get ~0 weight."""
+    lib.obeys(kernel, A, att.padding_allow([T - 1, T - 3], T), "padded keys", False)
 
 
 @exercise.check("padding", points=2)
-def padded_key_values_do_not_matter(kernel):
-    """Changing what sits in the padded key positions leaves y unchanged."""
-    lib.padded_key_values_do_not_matter(kernel, A, [S - 2, S - 4])
+def padded_tokens_do_not_matter(kernel):
+    """Changing what sits in the padded positions leaves the real tokens' y unchanged."""
+    lib.padded_key_values_do_not_matter(kernel, A.replace(args=("x",), S=T), [T - 1, T - 3])
 
 
 @exercise.check("padding", points=2)
-def padding_in_self_attention(kernel):
-    """Self-attention with padding: each sample ignores its own padded positions."""
-    lib.obeys(kernel, A, att.padding_allow([T, T - 2], T), "padded keys (self-attention)", False)
+def padding_per_sample(kernel):
+    """A sample with no padding beside one with two padded keys: each obeys its own."""
+    lib.obeys(kernel, A, att.padding_allow([T, T - 2], T), "padded keys (per sample)", False)
+
+
+@exercise.check("padding")
+def inputs_and_key_padding_left_unchanged(kernel):
+    """forward with a key_padding_mask modifies neither x nor the mask."""
+    lib.inputs_left_unchanged(kernel, A, att.padding_allow([T - 1, T - 2], T), cross=False)
 
 
 @exercise.check("causal", points=2, hidden=False)
@@ -123,6 +165,21 @@ def future_tokens_do_not_change_the_past(kernel):
 
 
 @exercise.check("causal", points=2)
+def float_mask_reweights_the_keys(kernel):
+    """A float mask with finite entries is added to the logits: with one head, the weights
+    are the unmasked ones times exp(mask), renormalised."""
+    additive = att.randn(T, T, seed=21, scale=2.0)
+    masked_weights_reweighted(kernel, additive, "a float [T, T] mask added to the logits")
+
+
+@exercise.check("causal", points=2)
+def bool_mask_renormalises_the_allowed_keys(kernel):
+    """A random bool [B, 1, T, T] mask: with one head, the weights are the unmasked ones on
+    the allowed keys, renormalised."""
+    masked_weights_reweighted(kernel, att.random_allow(B, 1, T, T, seed=5), "a random bool mask")
+
+
+@exercise.check("causal", points=2)
 def float_causal_mask(kernel):
     """A float mask (0 = allow, -inf = block) is added to the logits."""
     allow = att.causal_allow(T)
@@ -132,8 +189,8 @@ def float_causal_mask(kernel):
 
 @exercise.check("causal", points=2)
 def per_sample_mask_broadcasts_over_heads(kernel):
-    """A [B, 1, T, S] bool mask, different per sample, with B == H."""
-    lib.per_sample_mask_broadcasts_over_heads(kernel, A)
+    """A [B, 1, T, T] bool mask, different per sample, with B == H (self-attention)."""
+    lib.per_sample_mask_broadcasts_over_heads(kernel, A.replace(S=T), cross=False)
 
 
 @exercise.check("finite", hidden=False)
@@ -145,15 +202,15 @@ def zero_input_is_finite(kernel):
 @exercise.check("finite")
 def large_input_is_finite(kernel):
     """Inputs of magnitude ~1e4 give finite y."""
-    lib.large_input_is_finite(kernel, A)
+    lib.large_input_is_finite(kernel, A, cross=False)
 
 
 @exercise.check("finite")
 def float_mask_with_inf_is_finite(kernel):
     """A float mask holding -inf in some (not all) positions of each row."""
-    additive = att.randn(T, S, seed=4)
-    additive[:, ::2] = float("-inf")
-    y, w = A.forward(A.build(kernel), A.inputs(), attn_mask=additive)
+    additive = att.randn(T, T, seed=4)
+    additive[:, 1::2] = float("-inf")
+    y, w = A.forward(A.build(kernel), A.inputs(cross=False), attn_mask=additive)
     checks.finite(y, "output y with -inf in the float mask")
     checks.finite(w, "weights with -inf in the float mask")
 
@@ -161,10 +218,11 @@ def float_mask_with_inf_is_finite(kernel):
 @exercise.check("finite")
 def fully_blocked_row_is_finite(kernel):
     """A query whose keys are all blocked gives finite output (no NaN anywhere)."""
-    allow, keep = att.causal_allow(T, S), torch.ones(B, S, dtype=torch.bool)
+    allow, keep = att.causal_allow(T), torch.ones(B, T, dtype=torch.bool)
     allow[1] = False  # query 1 of every sample
     keep[1] = False  # every key of sample 1 padded
-    y, w = A.forward(A.build(kernel), A.inputs(), attn_mask=allow, key_padding_mask=keep)
+    inputs = A.inputs(cross=False)
+    y, w = A.forward(A.build(kernel), inputs, attn_mask=allow, key_padding_mask=keep)
     checks.finite(y, "output y with fully blocked query rows")
     checks.finite(w, "weights with fully blocked query rows")
 
@@ -176,59 +234,49 @@ def parity_without_mask(kernel):
 
 
 @exercise.check("parity", points=2)
-def parity_with_causal_mask(kernel):
-    """Parity under a [T, T] bool causal mask."""
-    lib.parity(kernel, A, att.causal_allow(T), cross=False)
-
-
-@exercise.check("parity", points=2)
-def parity_with_float_mask(kernel):
-    """Parity under an additive float mask with finite and -inf entries."""
-    additive = att.randn(T, T, seed=21, scale=2.0, dtype=torch.float64)
-    additive[0, 1:] = float("-inf")
-    lib.parity(kernel, A, cross=False, blocked=additive, attn_mask=additive)
-
-
-@exercise.check("parity", points=2)
-def parity_with_per_sample_mask(kernel):
-    """Parity under a [B, 1, T, S] bool mask (cross-attention)."""
-    lib.parity(kernel, A, att.random_allow(B, 1, T, S, seed=5))
-
-
-@exercise.check("parity", points=2)
-def parity_with_key_padding(kernel):
-    """Parity with a key padding mask, different lengths per sample."""
-    lib.parity(kernel, A, att.padding_allow([S - 1, S - 4], S))
-
-
-@exercise.check("parity", points=2)
 def parity_in_cross_attention(kernel):
-    """Parity in cross-attention: queries from x, keys and values from kv."""
+    """Parity in cross-attention: queries from x, keys and values from kv (S != T)."""
     lib.parity(kernel, A)
+
+
+@exercise.check("parity", points=1)
+def parity_without_bias(kernel):
+    """Parity with AttentionConfig(bias=False): no bias in any projection."""
+    lib.parity(kernel, A, cross=False, bias=False)
 
 
 @exercise.check("parity", points=1)
 def parity_in_float32(kernel):
     """Parity in float32 at assert_close's default tolerance (rtol 1.3e-6, atol 1e-5)."""
-    lib.parity(kernel, A, dtype=att.F32)
+    lib.parity(kernel, A, cross=False, dtype=att.F32)
 
 
 @exercise.check("training", points=2)
 def gradients_reach_every_parameter_and_the_input(kernel):
-    """Backprop from y reaches every parameter and the input."""
-    lib.gradients_reach(kernel, A)
+    """Backprop from y reaches every parameter and the input (self-attention)."""
+    lib.gradients_reach(kernel, A, cross=False)
 
 
 @exercise.check("training", points=2)
 def input_gradient_matches_oracle(kernel):
-    """d(sum(y * r))/dx matches nn.MultiheadAttention's in float64 (causal self-attention)."""
-    lib.input_gradients_match_oracle(kernel, A, att.causal_allow(T))
+    """d(sum(y * r))/dx matches nn.MultiheadAttention's in float64 (self-attention)."""
+    lib.input_gradients_match_oracle(kernel, A)
 
 
 @exercise.check("training", points=2)
 def eval_mode_ignores_dropout(kernel):
     """With dropout_p = 0.5 in eval mode, outputs are deterministic and dropout-free."""
     lib.eval_mode_ignores_dropout(kernel, A)
+
+
+@exercise.check("training", points=1)
+def dropout_zero_in_train_mode(kernel):
+    """dropout_p = 0.0 (the default) is honoured: in train mode y is eval mode's."""
+    module, x = A.build(kernel, dropout=0.0), A.inputs(cross=False)
+    y_eval, _ = A.forward(module, x)
+    module.train()
+    y_train, _ = A.forward(module, x, seed=3)
+    checks.same(y_train, y_eval, "train-mode output y with dropout_p 0.0 vs eval mode")
 
 
 @exercise.check("training", points=1)

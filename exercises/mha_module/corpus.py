@@ -1,5 +1,6 @@
 """Single-bug mutants of solutions/mha_module.ipynb, each with the level where a person would
-expect it to lose points first."""
+expect it to lose points first. `values=True`: a bug in what every test compares (the scale,
+the softmax, the head layout, which input feeds which projection, the weights' shape)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ MUTANTS = [
         "math.sqrt(Q.size(-1) * Q.size(1))",
         "parity",
         hint="scores scaled by 1/sqrt(d_model), not 1/sqrt(d_k)?",
+        values=True,
     ),
     Mutant(
         "no_scaling",
@@ -22,6 +24,7 @@ MUTANTS = [
         "",
         "parity",
         hint="scores not scaled by 1/sqrt(d_k)?",
+        values=True,
     ),
     Mutant(
         "softmax_over_queries",
@@ -29,6 +32,7 @@ MUTANTS = [
         "torch.softmax(scores, dim=-2)",
         "normalization",
         hint="softmax over the query axis (dim=-2) instead of the keys?",
+        values=True,
     ),
     Mutant(
         "softmax_that_overflows",
@@ -43,6 +47,7 @@ MUTANTS = [
         "return weights @ V, scores",
         "normalization",
         hint="attend returns the raw scores as the weights, not the softmax?",
+        values=True,
     ),
     Mutant(
         "inverted_mask_convention",
@@ -139,6 +144,7 @@ MUTANTS = [
         "x.view(B, self.num_heads, L, self.d_k)",
         "masking",
         hint="_split_heads views straight to [B, H, L, d_k], without the transpose?",
+        values=True,
     ),
     Mutant(
         "strided_head_split",
@@ -146,6 +152,7 @@ MUTANTS = [
         "x.view(B, L, self.d_k, self.num_heads).transpose(2, 3).transpose(1, 2)",
         "parity",
         hint="_split_heads gives heads strided channels, not contiguous d_k blocks?",
+        values=True,
     ),
     Mutant(
         "combine_without_transpose",
@@ -153,6 +160,7 @@ MUTANTS = [
         "x.contiguous().view(B, L, self.d_model)",
         "masking",
         hint="_combine_heads views [B, H, L, d_k] as [B, L, E] without transposing back?",
+        values=True,
     ),
     # MultiHeadAttention.forward
     Mutant(
@@ -161,6 +169,7 @@ MUTANTS = [
         "self.W_K(query)",
         "shapes",
         hint="keys projected from query instead of key (W_K(query))?",
+        values=True,
     ),
     Mutant(
         "values_from_the_key_input",
@@ -168,6 +177,7 @@ MUTANTS = [
         "self.W_V(key)",
         "parity",
         hint="values projected from key instead of value (W_V(key))?",
+        values=True,
     ),
     Mutant(
         "dropped_query_bias",
@@ -189,6 +199,7 @@ MUTANTS = [
         "self.dropout(self._combine_heads(heads))",
         "parity",
         hint="W_O never applied to the combined heads?",
+        values=True,
     ),
     Mutant(
         "no_output_dropout",
@@ -203,6 +214,7 @@ MUTANTS = [
         "(weights.mean(dim=1) if return_attention else None)",
         "shapes",
         hint="returned weights averaged over heads, not per head [B, H, Lq, Lk]?",
+        values=True,
     ),
     Mutant(
         "return_attention_ignored",
@@ -239,6 +251,7 @@ MUTANTS = [
         "heads.reshape(B, L, self.d_model)",
         "masking",
         hint="fused module merges heads without transposing back to [B, L, H, d_k]?",
+        values=True,
     ),
     Mutant(
         "fused_mask_ignored",
@@ -262,5 +275,20 @@ MUTANTS = [
         "        merged = heads.transpose(1, 2)",
         "from scratch",
         hint="fused module uses F.scaled_dot_product_attention, not attention from scratch?",
+    ),
+    # one feature each: dropout 0.0, a non-contiguous input
+    Mutant(
+        "dropout_zero_taken_for_the_default",
+        "self.W_O = nn.Linear(d_model, d_model, bias=bias)\n        self.dropout = nn.Dropout(dropout)",
+        "self.W_O = nn.Linear(d_model, d_model, bias=bias)\n        self.dropout = nn.Dropout(dropout or 0.1)",
+        "training",
+        hint="dropout=0.0 replaced by a default (dropout or 0.1), so train mode still drops?",
+    ),
+    Mutant(
+        "query_flattened_with_view",
+        "Q = self._split_heads(self.W_Q(query))",
+        "Q = self._split_heads(self.W_Q(query.view(-1, self.d_model)).view(query.shape))",
+        "shapes",
+        hint="query flattened with .view(-1, d_model), which fails on a non-contiguous query (use reshape)?",
     ),
 ]

@@ -1,5 +1,6 @@
 """Single-bug mutants of solutions/mha_parity.ipynb, each with the level where a person would
-expect it to lose points first."""
+expect it to lose points first. `values=True`: a bug in what every test compares (the scale,
+the softmax, the head layout, which weights and inputs feed which projection)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ MUTANTS = [
         "math.sqrt(d_model)",
         "parity",
         hint="scores scaled by 1/sqrt(d_model), not 1/sqrt(head_dim)?",
+        values=True,
     ),
     Mutant(
         "no_scaling",
@@ -43,6 +45,7 @@ MUTANTS = [
         "",
         "parity",
         hint="scores not scaled by 1/sqrt(head_dim)?",
+        values=True,
     ),
     # The seed's torch.sqrt(torch.tensor(d_k, dtype=torch.float32)) is no bug: it stays within
     # assert_close's float64 tolerance (tests/test_tolerances.py grades the seed's code).
@@ -53,6 +56,7 @@ MUTANTS = [
         "masked_fill(empty, 0.0), dim=-2)",
         "normalization",
         hint="softmax over the query axis (dim=-2) instead of the keys?",
+        values=True,
     ),
     Mutant(
         "weights_before_softmax",
@@ -60,6 +64,7 @@ MUTANTS = [
         "heads = scores @ V",
         "normalization",
         hint="heads computed from the raw scores, with no softmax?",
+        values=True,
     ),
     Mutant(
         "softmax_that_overflows",
@@ -76,13 +81,15 @@ MUTANTS = [
         "x.reshape(N, num_heads, length, head_dim)",
         "padding",
         hint="heads split by reshaping straight to [N, H, L, Dh], without the transpose?",
+        values=True,
     ),
     Mutant(
         "merge_without_transpose",
         "heads.transpose(1, 2).reshape(N, L, d_model)",
         "heads.reshape(N, L, d_model)",
-        "causal",
+        "padding",
         hint="heads merged to [N, L, E] without transposing back from [N, H, L, Dh]?",
+        values=True,
     ),
     Mutant(
         "strided_head_split",
@@ -90,6 +97,7 @@ MUTANTS = [
         "x.reshape(N, length, head_dim, num_heads).transpose(2, 3).transpose(1, 2)",
         "parity",
         hint="heads take strided channels (h, h+H, ...), not contiguous head_dim blocks?",
+        values=True,
     ),
     # masks
     Mutant(
@@ -178,6 +186,7 @@ MUTANTS = [
         "F.linear(q, w_v, b_v)",
         "shapes",
         hint="values projected from q instead of v?",
+        values=True,
     ),
     Mutant(
         "keys_from_query",
@@ -185,6 +194,7 @@ MUTANTS = [
         "F.linear(q, w_k, b_k)",
         "shapes",
         hint="keys projected from q instead of k?",
+        values=True,
     ),
     Mutant(
         "keys_reshaped_by_query_length",  # the seed's K.view(batch_size, seq_len, ...)
@@ -192,13 +202,15 @@ MUTANTS = [
         "K = split_heads(F.linear(k, w_k, b_k), L)",
         "shapes",
         hint="K split with the query length L instead of the key length S?",
+        values=True,
     ),
     Mutant(
         "fresh_projections_instead_of_given",  # the seed's nn.Linear created inside
         CHUNKS,
         "w_q, w_k, w_v = nn.Linear(d_model, 3 * d_model).weight.to(q.dtype).chunk(3, dim=0)",
-        "normalization",
+        "shapes",
         hint="weights from a new nn.Linear instead of the given in_proj_weight?",
+        values=True,
     ),
     Mutant(
         "q_and_k_chunks_swapped",
@@ -206,6 +218,7 @@ MUTANTS = [
         "w_k, w_q, w_v = " + CHUNKS.split(" = ")[1],
         "parity",
         hint="in_proj_weight chunks unpacked as w_k, w_q (query and key swapped)?",
+        values=True,
     ),
     Mutant(
         "in_proj_not_transposed",
@@ -213,6 +226,7 @@ MUTANTS = [
         "Q = split_heads(q @ w_q + (0 if b_q is None else b_q), L)",
         "parity",
         hint="query projection as q @ w_q, without transposing the weight?",
+        values=True,
     ),
     Mutant(
         "out_proj_not_transposed",
@@ -220,6 +234,7 @@ MUTANTS = [
         "merged @ out_proj_weight + (0 if out_proj_bias is None else out_proj_bias)",
         "parity",
         hint="output projection as merged @ out_proj_weight, without the transpose?",
+        values=True,
     ),
     Mutant(
         "no_out_proj",
@@ -227,6 +242,7 @@ MUTANTS = [
         "return merged",
         "parity",
         hint="out_proj_weight never applied to the merged heads?",
+        values=True,
     ),
     Mutant(
         "dropped_in_proj_bias",
@@ -259,5 +275,20 @@ MUTANTS = [
         "    heads = F.scaled_dot_product_attention(Q, K, V, attn_mask=allow)\n",
         "from scratch",
         hint="attention done with F.scaled_dot_product_attention, not from scratch?",
+    ),
+    # one feature each: a mask changed in place, a non-contiguous input
+    Mutant(
+        "mask_unsqueezed_in_place",
+        "else blocked[:, None]",
+        "else blocked.unsqueeze_(1)",
+        "padding",
+        hint="the caller's [N, L, S] bool mask unsqueezed in place (unsqueeze_), changing its shape?",
+    ),
+    Mutant(
+        "projection_flattens_with_view",
+        "Q = split_heads(F.linear(q, w_q, b_q), L)",
+        "Q = split_heads(F.linear(q.view(N * L, -1), w_q, b_q), L)",
+        "shapes",
+        hint="q flattened with .view(N * L, -1), which fails on a non-contiguous q (use reshape)?",
     ),
 ]

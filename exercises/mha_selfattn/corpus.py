@@ -1,5 +1,7 @@
 """Single-bug mutants of solutions/mha_selfattn.ipynb, each with the level where a person would
-expect it to lose points first, and correct variants that must keep full marks."""
+expect it to lose points first, and correct variants that must keep full marks. `values=True`:
+a bug in what every test compares (the scale, the softmax, the head layout, which projection
+feeds which role, the weights' shape)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ MUTANTS = [
         "/ math.sqrt(E)",
         "parity",
         hint="scores scaled by 1/sqrt(embed_dim), not 1/sqrt(head_dim)?",
+        values=True,
     ),
     Mutant(
         "no_scaling",
@@ -22,6 +25,7 @@ MUTANTS = [
         "",
         "parity",
         hint="scores not scaled by 1/sqrt(head_dim)?",
+        values=True,
     ),
     Mutant(
         "scale_multiplied",
@@ -29,6 +33,7 @@ MUTANTS = [
         "* math.sqrt(Dh)",
         "parity",
         hint="scores multiplied by sqrt(head_dim) instead of divided?",
+        values=True,
     ),
     # softmax
     Mutant(
@@ -37,6 +42,7 @@ MUTANTS = [
         "masked_fill(blocked, 0.0), dim=-2)",
         "normalization",
         hint="softmax over the query axis (dim=-2) instead of the keys?",
+        values=True,
     ),
     Mutant(
         "softmax_that_overflows",
@@ -52,6 +58,7 @@ MUTANTS = [
         "return self.out_proj(merged), scores",
         "normalization",
         hint="returned weights are the raw scores, taken before the softmax?",
+        values=True,
     ),
     # head layout
     Mutant(
@@ -60,6 +67,7 @@ MUTANTS = [
         "t.view(B, H, T, Dh)",
         "padding",
         hint="heads split by viewing straight to [B, H, T, Dh], without the transpose?",
+        values=True,
     ),
     Mutant(
         "merge_without_transpose",
@@ -67,6 +75,7 @@ MUTANTS = [
         "heads.reshape(B, T, E)",
         "padding",
         hint="heads merged to [B, T, E] without transposing back from [B, H, T, Dh]?",
+        values=True,
     ),
     Mutant(
         "merge_across_the_batch",
@@ -74,6 +83,7 @@ MUTANTS = [
         "heads.transpose(0, 2).reshape(B, T, E)",
         "padding",
         hint="heads merged with transpose(0, 2), mixing the batch into the tokens?",
+        values=True,
     ),
     Mutant(
         "strided_head_split",
@@ -81,6 +91,7 @@ MUTANTS = [
         "t.view(B, T, Dh, H).transpose(2, 3).transpose(1, 2)",
         "parity",
         hint="heads take strided channels (h, h+H, ...), not contiguous head_dim blocks?",
+        values=True,
     ),
     Mutant(
         "head_averaged_weights",
@@ -88,6 +99,7 @@ MUTANTS = [
         "return self.out_proj(merged), weights.mean(dim=1)",
         "shapes",
         hint="returned weights averaged over heads, not per head [B, H, T, T]?",
+        values=True,
     ),
     Mutant(
         "view_on_a_non_contiguous_input",
@@ -167,6 +179,7 @@ MUTANTS = [
         "return merged, weights",
         "parity",
         hint="out_proj never applied to the merged heads?",
+        values=True,
     ),
     Mutant(
         "dropped_out_proj_bias",
@@ -188,6 +201,7 @@ MUTANTS = [
         "split(self.k_proj(x))",
         "parity",
         hint="values computed with k_proj instead of v_proj?",
+        values=True,
     ),
     Mutant(
         "keys_from_the_query_projection",
@@ -195,13 +209,14 @@ MUTANTS = [
         "split(self.q_proj(x))",
         "parity",
         hint="keys computed with q_proj instead of k_proj?",
+        values=True,
     ),
     # training
     Mutant(
         "dropout_active_in_eval",
         "weights = self.dropout(weights)",
         "weights = F.dropout(weights, self.dropout.p)",
-        "normalization",  # the default p=0.1 is on in every eval-mode check
+        "training",
         hint="dropout on the attention weights still active in eval mode?",
     ),
     Mutant(
@@ -240,6 +255,24 @@ MUTANTS = [
         " else mask != 0, dropout_p=self.dropout.p if self.training else 0.0)",
         "from scratch",
         hint="heads from F.scaled_dot_product_attention, not attention from scratch?",
+    ),
+    # one feature each: dropout 0.0, a mask changed in place
+    Mutant(
+        "dropout_zero_taken_for_the_default",
+        "self.dropout = nn.Dropout(dropout)",
+        "self.dropout = nn.Dropout(dropout or 0.1)",
+        "training",
+        hint="dropout=0.0 replaced by the default (dropout or 0.1), so train mode still drops?",
+    ),
+    Mutant(
+        "mask_unsqueezed_in_place",
+        "        if mask is not None:\n            scores = scores.masked_fill(mask == 0,",
+        "        if mask is not None:\n"
+        "            while mask.dim() < 4:\n"
+        "                mask.unsqueeze_(0)\n"
+        "            scores = scores.masked_fill(mask == 0,",
+        "causal",
+        hint="the caller's mask unsqueezed in place (unsqueeze_) to 4 dimensions, changing its shape?",
     ),
 ]
 

@@ -4,6 +4,11 @@
 [B, H, T, T]; plus `create_causal_mask(seq_len)`. Self-attention has no separate key length
 (S == T). Every check puts the module in eval mode unless it tests training: the default
 dropout is 0.1 and the returned weights are taken after dropout.
+
+One feature per test: modules built with dropout 0.0, no mask, contiguous inputs, unless a
+test is about that. Mask tests compare the masking (weights on blocked keys, the unmasked
+weights renormalised, outputs that must not move), not the values; parity and gradient tests
+compare the values, without a mask.
 """
 
 import torch
@@ -11,6 +16,7 @@ import torch
 from grader.exercises import _attention as att
 from grader.exercises import _shared as lib
 from grader.suite import checks
+from grader.suite.library import noncontiguous
 
 exercise = att.exercise(
     id="mha_selfattn",
@@ -33,16 +39,19 @@ exercise = att.exercise(
 E, H, B, T = 12, 3, 2, 5
 
 
+DEFAULT_DROPOUT = 0.1
+
+
 class SelfAttention(att.Adapter):
-    """MultiHeadAttention(embed_dim=E, num_heads=H[, dropout=...]) as the seed's tests build
-    it (dropout 0.1 unless told), forward(x[, mask=...])."""
+    """MultiHeadAttention(embed_dim=E, num_heads=H[, dropout=...]), forward(x[, mask=...]);
+    built with dropout 0.0 unless told (the default, 0.1, is not passed: the constructor's)."""
 
     def new(self, kernel, dropout, bias, seed):
-        options = {} if dropout == self.dropout else {"dropout": dropout}  # the default: not passed
+        options = {} if dropout == DEFAULT_DROPOUT else {"dropout": dropout}
         return kernel.new(self.owner, embed_dim=self.E, num_heads=self.H, seed=seed, **options)
 
 
-A = SelfAttention(E, H, B, T, T, dropout=0.1)
+A = SelfAttention(E, H, B, T, T, dropout=0.0)
 SEED = A.replace(E=64, H=4, T=10, S=10)
 
 
@@ -77,11 +86,17 @@ def single_token_and_batch_of_one(kernel):
 
 @exercise.check("shapes")
 def non_contiguous_input(kernel):
-    """A transposed (non-contiguous) x gives the same output as its contiguous copy."""
-    mha, x = A.build(kernel), att.randn(B, E, T, seed=4).transpose(1, 2)
-    y1, _ = A.forward(mha, (x.contiguous(),), seed=4)  # the same seed: only the layout differs
-    y2, _ = A.forward(mha, (x,), seed=4)
+    """A non-contiguous x (column-major, strided) gives the same output as its contiguous copy."""
+    mha, x = A.build(kernel), att.randn(B, T, E, seed=4)
+    y1, _ = A.forward(mha, (x,))
+    y2, _ = A.forward(mha, (noncontiguous(x),))
     checks.same(y2, y1, "output for a non-contiguous x vs its contiguous copy")
+
+
+@exercise.check("shapes")
+def input_left_unchanged(kernel):
+    """forward does not modify x in place (eval mode, no mask)."""
+    lib.inputs_left_unchanged(kernel, A)
 
 
 @exercise.check("normalization", hidden=False)
@@ -128,17 +143,32 @@ def per_sample_mask_broadcasts_over_heads(kernel):
 
 @exercise.check("padding", points=2)
 def samples_are_independent(kernel):
-    """Changing sample 1 leaves sample 0's output and weights (mask or not), not sample 1's."""
+    """Changing sample 1 leaves sample 0's output and weights (with a per-sample padding mask),
+    not sample 1's."""
     mha, x = A.build(kernel), att.randn(B, T, E, seed=1)
     other = x.clone()
     other[1] = att.randn(T, E, seed=8, scale=2.0)
-    for allow in (None, att.padding_allow([T - 1, T - 2], T)):
-        name = "no mask" if allow is None else "a padding mask"
-        y1, w1 = A.forward(mha, (x,), allow)
-        y2, w2 = A.forward(mha, (other,), allow)
-        checks.same(y2[0], y1[0], f"sample 0's output after changing sample 1 ({name})")
-        checks.same(w2[0], w1[0], f"sample 0's weights after changing sample 1 ({name})")
-        checks.differ(y2[1], y1[1], f"sample 1's output after changing sample 1 ({name})")
+    allow = att.padding_allow([T - 1, T - 2], T)
+    y1, w1 = A.forward(mha, (x,), allow)
+    y2, w2 = A.forward(mha, (other,), allow)
+    checks.same(y2[0], y1[0], "sample 0's output after changing sample 1 (a padding mask)")
+    checks.same(w2[0], w1[0], "sample 0's weights after changing sample 1 (a padding mask)")
+    checks.differ(y2[1], y1[1], "sample 1's output after changing sample 1 (a padding mask)")
+
+
+@exercise.check("padding", points=2)
+def per_head_mask(kernel):
+    """A random [B, H, T, T] bool mask (a different mask per head): every head obeys its own."""
+    allow = att.random_allow(B, H, T, T, seed=6, p=0.5, open=-1)
+    lib.obeys(kernel, A, allow, "keys blocked per head ([B, H, T, T] mask)")
+
+
+@exercise.check("padding", points=2)
+def masked_weights_are_the_unmasked_ones_renormalised(kernel):
+    """Under a random [B, 1, T, T] mask, each row's weights are its unmasked weights on the
+    allowed keys, renormalised, in every head."""
+    allow = att.random_allow(H, 1, T, T, seed=5)
+    lib.masked_weights_renormalise(kernel, A, allow, "a random [B, 1, T, T] mask")
 
 
 @exercise.check("causal", points=2, hidden=False)
@@ -183,6 +213,12 @@ def causal_and_padding_together(kernel):
     lib.obeys(kernel, A, allow, "keys blocked by causal and padding masks")
 
 
+@exercise.check("causal")
+def input_and_mask_left_unchanged(kernel):
+    """forward with a [T, T] bool causal mask modifies neither x nor the mask."""
+    lib.inputs_left_unchanged(kernel, A, att.causal_allow(T))
+
+
 @exercise.check("finite")
 def zero_input_is_finite(kernel):
     """An all-zero input gives finite output and weights."""
@@ -216,40 +252,16 @@ def parity_without_mask(kernel):
     lib.parity(kernel, A)
 
 
-@exercise.check("parity", points=2)
-def parity_with_causal_mask(kernel):
-    """Parity under a [T, T] bool causal mask."""
-    lib.parity(kernel, A, att.causal_allow(T))
-
-
-@exercise.check("parity", points=2)
-def parity_with_integer_padding_mask(kernel):
-    """Parity under a [B, 1, 1, T] 0/1 int64 padding mask."""
-    lib.parity(kernel, A, att.padding_allow([T - 1, T - 3], T).long())
-
-
-@exercise.check("parity", points=2)
-def parity_with_per_sample_mask(kernel):
-    """Parity under a random [B, 1, T, T] bool mask with B == H."""
-    lib.parity(kernel, A, att.random_allow(H, 1, T, T, seed=5))
-
-
-@exercise.check("parity", points=2)
-def parity_with_per_head_mask(kernel):
-    """Parity under a random [B, H, T, T] bool mask (a different mask per head)."""
-    lib.parity(kernel, A, att.random_allow(B, H, T, T, seed=6, p=0.5, open=-1))
-
-
 @exercise.check("parity", points=1)
 def parity_with_large_inputs(kernel):
     """Parity for inputs of magnitude ~30 (nearly one-hot weights), in float64."""
-    lib.parity(kernel, A, att.causal_allow(T), scale=30.0)
+    lib.parity(kernel, A, scale=30.0)
 
 
 @exercise.check("parity", points=1)
 def parity_in_float32(kernel):
     """Parity in float32 at assert_close's default tolerance (rtol 1.3e-6, atol 1e-5)."""
-    lib.parity(kernel, A, att.causal_allow(T), dtype=att.F32)
+    lib.parity(kernel, A, dtype=att.F32)
 
 
 @exercise.check("training", points=2)
@@ -260,20 +272,37 @@ def gradients_reach_every_parameter_and_the_input(kernel):
 
 @exercise.check("training", points=2)
 def input_gradient_matches_oracle(kernel):
-    """d(sum(output * r))/dx matches nn.MultiheadAttention's in float64 (causal mask)."""
-    lib.input_gradients_match_oracle(kernel, A, att.causal_allow(T))
+    """d(sum(output * r))/dx matches nn.MultiheadAttention's in float64."""
+    lib.input_gradients_match_oracle(kernel, A)
 
 
 @exercise.check("training", points=2)
 def eval_mode_ignores_default_dropout(kernel):
     """In eval mode the default dropout (0.1) is off: seeded calls agree with dropout=0.0."""
-    lib.eval_mode_ignores_dropout(kernel, A, p=None)
+    lib.eval_mode_ignores_dropout(kernel, A, p=DEFAULT_DROPOUT)
 
 
 @exercise.check("training", points=1)
 def train_mode_applies_dropout(kernel):
     """In train mode, the default dropout (0.1) leaves the output finite and changes it."""
-    lib.train_mode_applies_dropout(kernel, A, p=None)
+    lib.train_mode_applies_dropout(kernel, A, p=DEFAULT_DROPOUT)
+
+
+@exercise.check("training", points=1)
+def dropout_zero_in_train_mode(kernel):
+    """dropout=0.0 is honoured: in train mode the output and weights are eval mode's."""
+    module, x = A.build(kernel, dropout=0.0), A.inputs()
+    y_eval, w_eval = A.forward(module, x)
+    module.train()
+    y_train, w_train = A.forward(module, x, seed=3)
+    checks.same(y_train, y_eval, "train-mode output with dropout 0.0 vs eval mode")
+    checks.same(w_train, w_eval, "train-mode weights with dropout 0.0 vs eval mode")
+
+
+@exercise.check("training", points=1)
+def input_left_unchanged_in_train_mode(kernel):
+    """In train mode with dropout 0.5, forward does not modify x."""
+    lib.inputs_left_unchanged(kernel, A, train=True)
 
 
 @exercise.check("from scratch", points=2)

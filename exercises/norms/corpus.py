@@ -35,6 +35,7 @@ MUTANTS = [
         "ms = h.pow(2).mean(dim=-1)",
         "shapes",
         hint="mean of x**2 taken without keepdim=True, so it does not broadcast back over d?",
+        values=True,
     ),
     Mutant(
         "rms_weight_random_init",
@@ -64,6 +65,7 @@ MUTANTS = [
         "h = x.to(compute)\n    h = h - h.mean(dim=-1, keepdim=True)",
         "values",
         hint="RMSNorm subtracts the row mean (that is LayerNorm)?",
+        values=True,
     ),
     Mutant(
         "rms_sum_not_mean",
@@ -71,6 +73,7 @@ MUTANTS = [
         "ms = h.pow(2).sum(dim=-1, keepdim=True)",
         "values",
         hint="sum of x**2 instead of its mean over the d features?",
+        values=True,
     ),
     Mutant(
         "rms_mean_over_first_axis",
@@ -78,6 +81,7 @@ MUTANTS = [
         "ms = h.pow(2).mean(dim=0, keepdim=True)",
         "values",
         hint="mean of x**2 taken over the first axis instead of the last (features)?",
+        values=True,
     ),
     Mutant(
         "rms_weight_not_applied",
@@ -85,6 +89,7 @@ MUTANTS = [
         "return y.to(x.dtype)",
         "values",
         hint="rms_norm never multiplies by the weight?",
+        values=True,
     ),
     Mutant(
         "rms_one_plus_weight",
@@ -92,6 +97,7 @@ MUTANTS = [
         "return (y * (1 + weight.to(compute))).to(x.dtype)",
         "values",
         hint="output scaled by (1 + weight), Gemma style, instead of by weight?",
+        values=True,
     ),
     Mutant(
         "rms_missing_sqrt",
@@ -99,6 +105,7 @@ MUTANTS = [
         "y = h / (ms + eps)",
         "values",
         hint="x divided by mean(x**2) + eps, without the square root?",
+        values=True,
     ),
     Mutant(
         "rms_in_place",
@@ -108,6 +115,13 @@ MUTANTS = [
         hint="x modified in place (mul_ on the input, which .to() returns unchanged)?",
     ),
     # eps placement
+    Mutant(
+        "rms_zero_eps_means_default",
+        RMS_INIT,
+        "self.eps = eps or 1e-6\n        self.weight = nn.Parameter(torch.ones(dim))",
+        "eps placement",
+        hint="RMSNorm(eps=0.0) takes the default eps instead (a falsy `or`)?",
+    ),
     Mutant(
         "rms_eps_outside_sqrt",
         SCALE,
@@ -157,6 +171,13 @@ MUTANTS = [
         "compute = torch.float32",
         "dtypes",
         hint="float64 input computed in float32 (always .float()) instead of float64?",
+    ),
+    Mutant(
+        "rms_mean_in_float32",
+        MS,
+        "ms = h.pow(2).mean(dim=-1, keepdim=True, dtype=torch.float32)",
+        "dtypes",
+        hint="mean of x**2 accumulated in float32, even for float64 x?",
     ),
     # gradients
     Mutant(
@@ -220,6 +241,13 @@ MUTANTS = [
         hint="LayerNorm computes float16 input in float16 instead of float32?",
     ),
     Mutant(
+        "layer_norm_centers_in_place",
+        "centered = xf - xf.mean(dim=-1, keepdim=True)",
+        "centered = xf.sub_(xf.mean(dim=-1, keepdim=True))",
+        "layer norm",
+        hint="layer_norm subtracts the mean from x in place (sub_ on the input)?",
+    ),
+    Mutant(
         "layer_norm_variance_detached",
         VAR,
         VAR + ".detach()",
@@ -240,6 +268,22 @@ MUTANTS = [
         "return (y * weight.to(compute)[None, :]).to(x.dtype)",
         "edge cases",
         hint="weight broadcast as a [1, d] row, which adds an axis to a single vector [d]?",
+    ),
+    Mutant(
+        "layer_norm_mean_in_float32",
+        "centered = xf - xf.mean(dim=-1, keepdim=True)",
+        "centered = xf - xf.mean(dim=-1, keepdim=True, dtype=torch.float32)",
+        "edge cases",
+        hint="LayerNorm's row mean accumulated in float32, even for float64 x (rows far from "
+        "zero lose their digits)?",
+    ),
+    Mutant(
+        "rms_weight_cast_in_place",
+        RMS_FORWARD,
+        "self.weight.data = self.weight.data.to(x.dtype)\n        " + RMS_FORWARD,
+        "edge cases",
+        hint="RMSNorm.forward casts its own weight to x's dtype (self.weight.data = ...), so "
+        "later calls use the rounded weight?",
     ),
     Mutant(
         "layer_norm_one_pass_variance",

@@ -27,6 +27,7 @@ MUTANTS = [
         "angles = angles",
         "shapes",
         hint="cos/sin of width head_dim/2: the angles not repeated to head_dim?",
+        values=True,  # the tables' width: every answer
     ),
     Mutant(
         "broadcast_wrong_axis",
@@ -56,6 +57,7 @@ MUTANTS = [
         "angles = angles.repeat_interleave(2, dim=-1)",
         "rotation",
         hint="cos/sin laid out interleaved (repeat_interleave) but rotated with rotate_half?",
+        values=True,  # the rotation's formula
     ),
     Mutant(
         "position_off_by_one",
@@ -63,6 +65,7 @@ MUTANTS = [
         "angles = (positions + 1).to(dtype)[..., None] * inv_freq",
         "rotation",
         hint="positions counted from 1: position 0 is rotated?",
+        values=True,  # every angle
     ),
     Mutant(
         "sin_cos_swapped",
@@ -70,6 +73,7 @@ MUTANTS = [
         "return angles.sin(), angles.cos()",
         "rotation",
         hint="rope_cos_sin returns (sin, cos) instead of (cos, sin)?",
+        values=True,  # every angle's cos and sin
     ),
     Mutant(  # float32's rounding breaks the invariants at float64's tolerance first
         "float64_in_float32",
@@ -77,6 +81,7 @@ MUTANTS = [
         "work = torch.float32",
         "rotation",
         hint="float64 input rotated with float32 angles and arithmetic?",
+        values=True,  # every float64 answer's precision
     ),
     # values
     Mutant(
@@ -87,6 +92,7 @@ MUTANTS = [
         "    return torch.stack((x1 * c - x2 * s, x1 * s + x2 * c), dim=-1).flatten(-2)",
         "values",
         hint="adjacent pairs (x[2i], x[2i+1], GPT-J/Meta) instead of half-split (x[i], x[i+d/2])?",
+        values=True,  # the pairing
     ),
     Mutant(
         "rotate_half_sign",
@@ -94,6 +100,7 @@ MUTANTS = [
         "rotated_half = torch.cat((x[..., half:], -x[..., :half]), dim=-1)",
         "values",
         hint="rotate_half as cat(x2, -x1) instead of cat(-x2, x1): rotation by -angle?",
+        values=True,  # the rotation's direction
     ),
     Mutant(
         "freq_i_over_d",
@@ -101,6 +108,7 @@ MUTANTS = [
         "inv_freq = 1.0 / theta ** (torch.arange(head_dim // 2, dtype=dtype) / head_dim)",
         "values",
         hint="frequencies theta^(-i/d) instead of theta^(-2i/d)?",
+        values=True,  # every frequency
     ),
     Mutant(
         "k_not_rotated",
@@ -131,6 +139,16 @@ MUTANTS = [
         "cos, sin = self.cos_cached[: positions.shape[-1]], self.sin_cached[: positions.shape[-1]]",
         "positions",
         hint="RotaryEmbedding takes the first T rows of its tables (cos[:T]), not cos[positions]?",
+    ),
+    Mutant(
+        "module_keeps_the_first_tables",
+        LOOKUP,
+        'if not hasattr(self, "_tables"):  # looked up once, reused by every later call\n'
+        "            self._tables = self.cos_cached[positions], self.sin_cached[positions]\n"
+        "        cos, sin = self._tables",
+        "positions",
+        hint="RotaryEmbedding keeps the cos/sin of its first call and reuses them at other "
+        "positions?",
     ),
     # frequencies
     Mutant(
@@ -190,6 +208,15 @@ MUTANTS = [
         "cos, sin = rope_cos_sin(head_dim, torch.arange(max_position - 1), theta)",
         "edge cases",
         hint="RotaryEmbedding's tables stop at max_position - 2 (arange(max_position - 1))?",
+    ),
+    Mutant(
+        "rows_flattened_with_view",
+        ROTATE_HALF,
+        "rows = x.view(-1, x.shape[-1])  # one row per vector\n"
+        "    rotated_half = torch.cat((-rows[:, half:], rows[:, :half]), dim=-1).view(x.shape)",
+        "edge cases",
+        hint="x flattened to rows with .view(-1, D), which fails on non-contiguous inputs "
+        "(reshape works)?",
     ),
     # from scratch
     Mutant(

@@ -20,6 +20,7 @@ PROBS = "probs = torch.softmax(scores, dim=-1)"
 SIZE = "size = (mass < top_p).sum(dim=-1, keepdim=True) + 1"
 TOP_P_MASK = 'scores = scores.masked_fill(probs < smallest, float("-inf"))'
 GREEDY = "return logits.argmax(dim=-1)"
+GREEDY_BRANCH = "if temperature == 0:\n        " + GREEDY
 DRAW = "return (scores + gumbel).argmax(dim=-1)"
 
 MUTANTS = [
@@ -77,6 +78,18 @@ MUTANTS = [
         "k = max(top_k, min_tokens_to_keep)",
         "top-k",
         hint="top_k larger than the vocabulary passed to topk unclamped (k > V)?",
+    ),
+    Mutant(
+        "top_k_masks_the_input_in_place",
+        f"{SCALE}\n    vocab = scores.shape[-1]\n    if top_k is not None:\n        {K}\n"
+        f"        {KTH}\n        {TOP_K_MASK}",
+        "scores = logits if temperature == 1.0 else logits / temperature\n"
+        f"    vocab = scores.shape[-1]\n    if top_k is not None:\n        {K}\n"
+        f"        {KTH}\n"
+        '        scores = scores.masked_fill_(scores < kth, float("-inf"))',
+        "top-k",
+        hint="top-k masks in place (masked_fill_) a tensor that is the caller's logits when "
+        "temperature is 1?",
     ),
     # top-p
     Mutant(
@@ -167,6 +180,15 @@ MUTANTS = [
         "batched",
         hint="top-p probabilities sorted along the batch axis (dim=0) instead of the vocabulary?",
     ),
+    Mutant(
+        "rows_flattened_with_view",
+        KTH,
+        "kth = torch.topk(scores.view(-1, vocab), k, dim=-1).values[:, -1:]"
+        ".view(*scores.shape[:-1], 1)",
+        "batched",
+        hint="rows flattened with .view(-1, V), which fails on non-contiguous logits "
+        "(reshape works)?",
+    ),
     # sampler
     Mutant(
         "sample_ignores_temperature",
@@ -202,6 +224,21 @@ MUTANTS = [
         "return (scores + gumbel).argmax(dim=0)",
         "sampler",
         hint="sampled ids taken by argmax over the batch axis (dim=0) instead of the vocabulary?",
+    ),
+    Mutant(
+        "zero_temperature_taken_for_the_default",
+        GREEDY_BRANCH,
+        "temperature = temperature or 1.0\n    " + GREEDY_BRANCH,
+        "sampler",
+        hint="sample's temperature=0 taken for 'no temperature given' (temperature or 1.0) "
+        "instead of greedy?",
+    ),
+    Mutant(
+        "noise_added_in_place",
+        DRAW,
+        "return gumbel.add_(scores).argmax(dim=-1)",
+        "sampler",
+        hint="the scores added into the caller's gumbel in place (add_)?",
     ),
     # edge cases
     Mutant(
@@ -241,6 +278,14 @@ MUTANTS = [
         "        return torch.multinomial(flat, 1).reshape(logits.shape[:-1])",
         "from scratch",
         hint="torch.multinomial used (here on a one-hot distribution for greedy decoding)?",
+    ),
+    Mutant(
+        "float64_scaled_in_float32",
+        SCALE,
+        "scores = (logits.float() / temperature).to(logits.dtype)",
+        "edge cases",
+        hint="float64 logits scaled in float32 (.float()), so logits closer than float32 "
+        "can tell apart become ties?",
     ),
     Mutant(
         "top_p_probs_via_categorical",

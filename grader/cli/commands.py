@@ -78,9 +78,15 @@ def build_command(argv: list[str]) -> int:
     p.add_argument("-j", "--jobs", type=count, default=0, metavar="N", help="hint workers")
     args = p.parse_args(argv)
     lines, stale = build_project(Path(args.root), args.check, args.jobs)
-    console = Console(highlight=False, stderr=args.check and bool(stale))
+    said = [line for line in lines if not line.startswith(("warning: ", "error: "))]
     for line in lines:
-        console.print(line, markup=False)
+        if line.startswith(("warning: ", "error: ")):
+            print(f"grade build: {line}", file=sys.stderr)
+    if args.check and stale:
+        print("\n".join(said), file=sys.stderr)
+    elif said:
+        with stdout_may_close():
+            print("\n".join(said))
     return ExitCode.NOT_FULL_MARKS if stale else ExitCode.FULL_MARKS
 
 
@@ -105,18 +111,21 @@ def new_command(argv: list[str]) -> int:
     )
     args = p.parse_args(argv)
     root = Path(args.root)
-    for path in write_skeleton(root, args.exercise):
-        print(f"wrote {path}")
-    lines, _ = build_project(root, check=False)
-    for line in lines:
-        print(line)
+    lines = [f"wrote {path}" for path in write_skeleton(root, args.exercise)]
+    built, _ = build_project(root, check=False)  # all the work first: a reader may leave
     builtin = (root / "exercises").resolve() == builtin_exercises()
     flag = "" if builtin else f" --exercises {root / 'exercises'}"
-    print(
+    lines += [line for line in built if not line.startswith(("warning: ", "error: "))]
+    lines.append(
         f"next: edit exercises/{args.exercise}/suite.py, corpus.py and "
         f"solutions/{args.exercise}.ipynb, then `grade build`; "
         f"grade a notebook with `grade NOTEBOOK{flag}`"
     )
+    for line in built:
+        if line.startswith(("warning: ", "error: ")):
+            print(f"grade new: {line}", file=sys.stderr)
+    with stdout_may_close():
+        print("\n".join(lines))
     return ExitCode.FULL_MARKS
 
 
@@ -139,10 +148,17 @@ def hints_command(argv: list[str]) -> int:
         help="project folder holding solutions/ (default .)",
     )
     p.add_argument("-j", "--jobs", type=count, default=0, metavar="N", help="workers")
+    p.add_argument(
+        "--measure",
+        action="store_true",
+        help="grade nothing: say how far each corpus's feature mutants spread over the levels "
+        "and how precise its hints are, from the hints.json already written",
+    )
     exercises_flag(p)
     args = p.parse_args(argv)
     from grader.suite.exercise import load_catalog, use_exercises
-    from grader.tools.hints import mutant_hints, same_failures, write_hints
+    from grader.tools.hints import corpus_warnings, measure, mutant_hints, write_hints
+    from grader.verdict.diagnosis import HINTS_FILE
 
     folders = use_exercises(args.exercises)
     extra = folders[0] if args.exercises else None  # by default, only its exercises
@@ -156,21 +172,23 @@ def hints_command(argv: list[str]) -> int:
         if name not in catalog:
             raise UsageError(f"unknown exercise {name!r} (known: {', '.join(sorted(catalog))})")
         solution = Path(args.root) / "solutions" / f"{name}.ipynb"
-        if not solution.is_file():
+        if not args.measure and not solution.is_file():
             raise UsageError(f"{solution}: no such file (the exercise's solution)")
     jobs = args.jobs or len(os.sched_getaffinity(0))
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     for name in chosen:
-        solution = Path(args.root) / "solutions" / f"{name}.ipynb"
-        path = write_hints(catalog[name], solution, jobs, Limits())
+        if not args.measure:
+            solution = Path(args.root) / "solutions" / f"{name}.ipynb"
+            path = write_hints(catalog[name], solution, jobs, Limits())
+            with stdout_may_close():
+                print(f"{name}: wrote {path}")
+        folder = catalog[name].folder
+        if args.measure and (folder is None or not (folder / HINTS_FILE).is_file()):
+            raise UsageError(f"{name}: no {HINTS_FILE} to measure: run `grade hints {name}`")
         with stdout_may_close():
-            print(f"{name}: wrote {path}")
-        for twins in same_failures(catalog[name]):
-            err.print(
-                f"grade hints: warning: {name}: mutants {', '.join(twins)} fail identically "
-                "(the same tests, the same messages): the card cannot tell their hints apart",
-                markup=False,
-            )
+            print("\n".join(measure(catalog[name]).lines(name)))
+        for line in corpus_warnings(catalog[name]):
+            err.print(f"grade hints: warning: {line}", markup=False)
     return ExitCode.FULL_MARKS
 
 

@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,7 @@ class Plan:
     notebook: Notebook | None = None
     notebooks: list[str] = field(default_factory=list)
     candidate_report: str | None = None
+    began: float = field(default_factory=time.monotonic)  # for the card's duration
 
 
 def grade_command(argv: list[str]) -> int:
@@ -57,12 +59,45 @@ def grade_command(argv: list[str]) -> int:
         logging.basicConfig(level=logging.INFO, format="grade: %(message)s", stream=sys.stderr)
     from grader.kernel.launch import warm_up
 
+    if plan.limits.profile:  # before a kernel starts
+        _refuse_a_missing_profile(plan)
     warm_up(plan.limits)  # the kernels' template boots while torch and the suites load here
     if plan.args.watch:
         from grader.cli.watch import watch
 
         return watch(plan.args, plan.limits)
     return _grade_single(plan) if plan.notebook is not None else _grade_batch(plan)
+
+
+def _refuse_a_missing_profile(plan: Plan) -> None:
+    """`--profile` where a notebook's exercise has none: said before anything is graded.
+
+    Raises:
+        UsageError: naming the exercise, and those that have a profile.
+    """
+    from grader.core.errors import GraderError
+    from grader.core.notebook import read_notebook
+    from grader.suite.exercise import find_exercise, load_catalog, use_exercises
+
+    use_exercises(plan.args.exercises)
+    catalog = load_catalog()
+    if plan.args.exercise in catalog:
+        chosen = [catalog[plan.args.exercise]]
+    else:
+        chosen = []
+        for path in [plan.notebook.path] if plan.notebook else plan.notebooks:
+            try:
+                notebook = plan.notebook or read_notebook(path)
+                chosen.append(find_exercise(notebook, catalog, plan.args.exercise))
+            except GraderError:  # graded as usual, which says why
+                continue
+    missing = next((e for e in chosen if e.profile is None), None)
+    if missing is not None:
+        have = ", ".join(sorted(e.id for e in catalog.values() if e.profile is not None))
+        raise UsageError(
+            f"--profile: exercise {missing.id} has no profile (exercises with one: "
+            f"{have or 'none'}; `grade list` says which)"
+        )
 
 
 def make_plan(args: argparse.Namespace) -> Plan:
@@ -170,6 +205,7 @@ def _grade_single(plan: Plan) -> int:
             limits=limits,
             exercises=args.exercises,
             notebook=notebook,
+            began=plan.began,
         )
     report, cells = graded.report, graded.cells
     check()  # a stopping signal whose exception a library swallowed: no report

@@ -105,12 +105,26 @@ def parse_cell(source: str) -> ast.Module | None:
         return None
 
 
+# What a line at the top level of a cell that does not parse reads as defining.
+_DEFINES = re.compile(
+    r"^(?:(?:async\s+)?def\s+([A-Za-z_]\w*)|class\s+([A-Za-z_]\w*)"
+    r"|([A-Za-z_]\w*)\s*(?::[^=]*)?=(?!=))"
+)
+
+
 def defined_names(sources: list[str]) -> set[str]:
-    """Top-level names the cells define: classes, functions, assignments and imports."""
+    """Top-level names the cells define: classes, functions and assignments. A cell that
+    does not parse (a syntax error) still reads as defining what its unindented lines
+    start to define (`def f(`, `class C`, `x =`): those are the names it should have
+    defined, which tests then miss because of it."""
     names: set[str] = set()
     for source in sources:
         tree = parse_cell(source)
         if tree is None:
+            for line in strip_magics(source).splitlines():
+                match = _DEFINES.match(line)
+                if match:
+                    names.add(next(filter(None, match.groups())))
             continue
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -118,4 +132,6 @@ def defined_names(sources: list[str]) -> set[str]:
             elif isinstance(node, (ast.Assign, ast.AnnAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 names.update(t.id for t in targets if isinstance(t, ast.Name))
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names.update(a.asname or a.name.split(".")[0] for a in node.names if a.name != "*")
     return names

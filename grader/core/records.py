@@ -8,6 +8,7 @@ where they happened. Pure: tested without a kernel.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from enum import Enum
 
@@ -81,6 +82,9 @@ class Finding:
         return f"cell {self.cell}, line {self.line}: " if self.line else f"cell {self.cell}: "
 
 
+_SNIPPET = re.compile(r"^\d+\.py$")  # IPython's name for code it compiled
+
+
 def cell_file_names(cells: list[tuple[int, str]]) -> dict[str, int]:
     """The file name IPython's kernel gives each cell's code (a hash of its source), mapped
     to the cell's number among all cells (from 1)."""
@@ -134,7 +138,11 @@ class RecordReader:
         file, line = str(record.get("f") or ""), record.get("l")
         cell = self._names.get(file.rsplit("/", 1)[-1]) if file else None
         if file and cell is None:
-            message = f"{message} (in {file.rsplit('/', 1)[-1]})"
+            name = file.rsplit("/", 1)[-1]
+            # code IPython compiled that is no cell of the notebook's (its name, a hash of
+            # the code, changes with every kernel: the message names no such file)
+            where = "code run outside the notebook's cells" if _SNIPPET.match(name) else name
+            message = f"{message} (in {where})"
         self.add(
             Finding(kind, message, cell, int(line) if cell and isinstance(line, int) else None)
         )

@@ -72,8 +72,10 @@ class CellError:
 
 @dataclass(frozen=True)
 class RootCause:
-    """The first cell that failed: what it raised, where, and how many tests could not run
-    because of it (they need a name that a failed cell defines)."""
+    """A cell that failed: what it raised, where, and how many tests could not run because
+    of it (they need a name that it defines, or should have). The report's root cause is the
+    first that blocked a test; its `own_failures` are those that blocked none (`self_check`:
+    the cell is the notebook's own check, an assert or the self-check)."""
 
     cell: int
     kind: Status
@@ -81,6 +83,7 @@ class RootCause:
     line: int = 0
     source: str = ""  # the text of that line
     blocked: int = 0
+    self_check: bool = False
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,9 @@ class GradeReport:
     # or "best effort" (not sandboxed: see docs/security.md)
     integrity_checks: str = "best effort"
     root_cause: RootCause | None = None
+    # cells that failed without keeping a hidden test from running (the self-check, a
+    # try-out): the candidate's own tests, shown after the hidden tests' diagnosis
+    own_failures: list[RootCause] = field(default_factory=list)
     hints: list[str] = field(default_factory=list)  # likely bugs, from the mutation corpus
     profile: dict[str, Any] | None = None  # `--profile`: see grader.run.profile (never scored)
 
@@ -184,6 +190,10 @@ class GradeReport:
             fields["cut_output"] = [CutOutput(**d) for d in data.get("cut_output", [])]
             cause = data.get("root_cause")
             fields["root_cause"] = cause and RootCause(**{**cause, "kind": Status(cause["kind"])})
+            fields["own_failures"] = [
+                RootCause(**{**own, "kind": Status(own["kind"])})
+                for own in data.get("own_failures", [])
+            ]
             return cls(**fields)
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"not a grade report: {type(e).__name__}: {e}") from None

@@ -113,6 +113,17 @@ def cell_line(traceback: object) -> int:
     return 0
 
 
+# IPython compiles a cell under a file name of its own ("123456789.py", in older versions
+# "<ipython-input-3-...>"), which a SyntaxError's message repeats: the card says the cell.
+_CELL_FILE = re.compile(r"\s*\((?:\d+\.py|<ipython-input-[^>]*>), line \d+\)$")
+
+
+def error_message(name: object, value: object) -> str:
+    """A cell's error in one line, "NameError: name 'x' is not defined", without the file
+    name IPython gave the cell."""
+    return one_line(f"{name}: {_CELL_FILE.sub('', str(value))}")
+
+
 def one_line(value: object, limit: int = 300) -> str:
     """`value` as one line of at most `limit` characters."""
     text = " ".join(str(value).split())

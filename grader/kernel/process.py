@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import shutil
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,9 +34,23 @@ from grader.core.outcomes import Status
 from grader.core.signals import held
 from grader.kernel import memory, wire
 from grader.kernel import processes as procs
-from grader.kernel.cells import TIMEOUT_NAME, CellClient, Execution, cell_line, one_line
+from grader.kernel.cells import (
+    TIMEOUT_NAME,
+    CellClient,
+    Execution,
+    cell_line,
+    error_message,
+    one_line,
+)
 from grader.kernel.channel import Channel, Transfer
-from grader.kernel.launch import cold_reason, hand_over, kernel_ids, sandboxed, start_options
+from grader.kernel.launch import (
+    cold_reason,
+    hand_over,
+    kernel_ids,
+    sandboxed,
+    start_options,
+    unreachable_for_others,
+)
 from grader.kernel.manager import kernel_manager
 
 MiB = 1024**2
@@ -165,6 +180,14 @@ class KernelProcess:
         home.mkdir()
         (home / "tmp").mkdir()
         ids = kernel_ids(self.limits)
+        closed = unreachable_for_others() if ids and not sandboxed(self.limits) else ""
+        if closed and cold_reason(self.limits):  # a forked kernel is past that point
+            who = self.limits.kernel_user or f"uid {ids[0] if ids else '?'}"
+            raise KernelStartError(
+                f"could not start the kernel as {who}: {closed} is closed to other users, so "
+                f"{who} cannot run {sys.executable}; grade in the sandbox (bubblewrap builds "
+                f"the way in as root), or use a Python that {who} can read"
+            )
         for folder in (self.root, self.workdir, home, home / "tmp"):
             hand_over(folder, ids)
         self.group = memory.make_group(f"grader-{self.token}-{self.tag}", self.limits.memory_bytes)
@@ -249,8 +272,8 @@ class KernelProcess:
                 run.status = Status.TIMEOUT
             else:
                 run.status = Status.ERROR
-                run.message = one_line(
-                    f"{content.get('ename', 'Error')}: {content.get('evalue', '')}"
+                run.message = error_message(
+                    content.get("ename", "Error"), content.get("evalue", "")
                 )
                 run.line = cell_line(content.get("traceback"))
         return run

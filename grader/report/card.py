@@ -3,7 +3,6 @@ and Markdown."""
 
 from __future__ import annotations
 
-import html
 import io
 import json
 import re
@@ -72,6 +71,8 @@ def render(report: GradeReport, console: Console) -> None:
         hints = [("or" if n else "Likely bug", hint) for n, hint in enumerate(report.hints)]
         why = Text(f"({_hints_from(report)})", style="dim")
         parts.append(_hanging([*hints, ("", why)], "bold cyan"))
+    for own in report.own_failures:
+        parts.append(_own_failure(own))
     findings = [f for f in report.integrity if f.kind != Kind.NOTE]
     notes = [f for f in report.integrity if f.kind == Kind.NOTE]
     if findings:
@@ -162,6 +163,24 @@ def _root_cause(cause: RootCause, tests: int) -> Group:
         lines.append(("", Text(f"> {printable(cause.source)}", style="dim")))
     lines.append(("", _blocked(cause, tests)))
     return _hanging(lines, "bold red")
+
+
+def own_failure(own: RootCause) -> str:
+    """'your self-check failed: cell 8, line 31: AssertionError: ...' (or, for another
+    cell, 'cell 9 failed, line 2: ...'), for a cell that blocked no hidden test."""
+    if own.self_check:
+        return f"your self-check failed: {_cause_line(own)}"
+    return f"{_cause_line(own)} (no hidden test needed this cell)"
+
+
+def _own_failure(own: RootCause) -> Group:
+    """A cell that failed without blocking a hidden test, after the diagnosis: the
+    candidate's own check, not a root cause."""
+    label = "Self-check" if own.self_check else "Also failed"
+    lines: list[tuple[str, str | Text]] = [(label, own_failure(own))]
+    if own.source:
+        lines.append(("", Text(f"> {printable(own.source)}", style="dim")))
+    return _hanging(lines, "bold yellow")
 
 
 def _hanging(lines: list[tuple[str, str | Text]], style: str, gap: int = 2) -> Group:
@@ -346,14 +365,21 @@ def junit_suite(report: GradeReport) -> ET.Element:
     was graded and with what, then one testcase per hidden test. A stub still raising
     NotImplementedError is a `<failure type="not_implemented">` (the test is required); a
     test not run (`skipped`: after timeouts or crashes in a row, or past the time bound)
-    has no verdict and is `<skipped>`, its cause being an `<error>` of its own."""
+    has no verdict and is `<skipped>`, its cause being an `<error>` of its own: a test's,
+    or, when no test ran into it (the time ran out in the notebook's cells), one more
+    testcase, `tests_not_run`."""
     counts = {s: sum(t.status == s for t in report.tests) for s in _STYLE}
+    errors = counts[Status.ERROR] + counts[Status.TIMEOUT] + counts[Status.CRASHED]
+    # Tests not run with no cause among them (the time ran out in the notebook's cells):
+    # the cause is an error of its own, so that no dashboard reads the run as green.
+    uncaused = next((t for t in report.tests if t.status == Status.SKIPPED), None)
+    uncaused = uncaused if uncaused and not errors else None
     suite = ET.Element(
         "testsuite",
         name=xml_safe(report.exercise),
-        tests=str(len(report.tests)),
+        tests=str(len(report.tests) + bool(uncaused)),
         failures=str(counts[Status.FAILED] + counts[Status.NOT_IMPLEMENTED]),
-        errors=str(counts[Status.ERROR] + counts[Status.TIMEOUT] + counts[Status.CRASHED]),
+        errors=str(errors + bool(uncaused)),
         skipped=str(counts[Status.SKIPPED]),
         time=f"{report.duration_s:.3f}",
     )
@@ -377,6 +403,12 @@ def junit_suite(report: GradeReport) -> ET.Element:
             ET.SubElement(case, "error", message=xml_safe(f"{t.status}: {t.message}"))
         elif t.status == Status.SKIPPED:
             ET.SubElement(case, "skipped", message=xml_safe(t.message or t.status))
+    if uncaused is not None:
+        case = ET.SubElement(
+            suite, "testcase", classname=xml_safe(f"{report.exercise}.notebook"),
+            name="tests_not_run", time="0.000",
+        )  # fmt: skip
+        ET.SubElement(case, "error", message=xml_safe(uncaused.message or "tests not run"))
     summary = {
         "score": report.score,
         "max_score": report.max_score,
@@ -384,6 +416,7 @@ def junit_suite(report: GradeReport) -> ET.Element:
         "headlines": report.headlines,
         "root_cause": report.to_dict()["root_cause"],
         "hints": report.hints,
+        "own_failures": report.to_dict()["own_failures"],
         "integrity": [f.to_dict() for f in report.integrity],
     }
     # json.dumps writes ASCII (every control character escaped): safe in XML.
@@ -414,7 +447,7 @@ def to_gradescope(report: GradeReport) -> str:
     for n, t in _numbered(report):
         why = "" if t.status == Status.PASSED else ": ".join(filter(None, _why(t)))
         if why and report.hints and t.hidden and not public_hint:
-            why += f"\nlikely bug: {likely_bug(report)}"
+            why += f"\n{labelled_bug(report)}"
         tests.append(
             {
                 "name": f"{t.level_name}: {t.id}",
@@ -434,6 +467,7 @@ def to_gradescope(report: GradeReport) -> str:
     lines += [f"{line}." for line in _headlines(report)]
     if public_hint:
         lines.append(f"Likely bug: {likely_bug(report)} ({_hints_from(report)}).")
+    lines += [f"{_capital(own_failure(own))}." for own in report.own_failures]
     lines += [f"Integrity ({f.kind}): {f.where()}{f.message}" for f in report.integrity]
     lines.append(
         f"Score {_points(report.score)}/{_points(report.max_score)}, level reached: {_reached(report)}."
@@ -459,6 +493,18 @@ def to_gradescope(report: GradeReport) -> str:
     return json.dumps(encodable_data(document), indent=2)
 
 
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def labelled_bug(report: GradeReport) -> str:
+    """'likely bug: a?' for a line of its own; 'perhaps: a?' when every hint is asked, not
+    said (never 'likely bug: perhaps: ...')."""
+    if all(h.startswith("perhaps: ") for h in report.hints):
+        return "perhaps: " + " or ".join(h.removeprefix("perhaps: ") for h in report.hints)
+    return f"likely bug: {likely_bug(report)}"
+
+
 def likely_bug(report: GradeReport) -> str:
     """The report's likely bugs on one line: 'a? or b?' ("" when there is no hint)."""
     return " or ".join(report.hints)
@@ -482,18 +528,21 @@ def _numbered(report: GradeReport) -> list[tuple[int, CheckResult]]:
 _INLINE = re.compile(r"([\\`*_\[\]|~])")
 _BLOCK_START = re.compile(r"^([#+-]|\d+(?=[.)]))")
 _MAX_CELL = 500  # characters of one message in a Markdown table
+_ENTITY = re.compile(r"&(?=#?\w+;)")
 
 
 def markdown_literal(text: str, limit: int = _MAX_CELL) -> str:
     """`text` as literal Markdown on one line (or in a table cell): whitespace runs made one
     space, control characters written as escapes, Markdown's syntax backslash-escaped, and
-    `<`, `>`, `&` written as HTML entities."""
+    `<`, `>` (and `&` where an entity would start) written as HTML entities."""
     line = " ".join(printable(text).split())
     if len(line) > limit:
         line = line[: limit - 1] + "…"
     line = _INLINE.sub(r"\\\1", line)
     line = _BLOCK_START.sub(lambda m: m[0] + "\\" if m[0][0].isdigit() else "\\" + m[0], line)
-    return html.escape(line, quote=False)
+    # `&` only where it would start an entity: "shapes & reduction" reads as written
+    line = _ENTITY.sub("&amp;", line)
+    return line.replace("<", "&lt;").replace(">", "&gt;")
 
 
 def to_markdown(report: GradeReport) -> str:
@@ -522,6 +571,11 @@ def to_markdown(report: GradeReport) -> str:
     if report.hints:
         lines += [f"**Likely bug** {' *or* '.join(md(hint) for hint in report.hints)}", ""]
         lines += [f"*({md(_hints_from(report))})*", ""]
+    for own in report.own_failures:
+        label = "Self-check" if own.self_check else "Also failed"
+        lines += [f"**{label}** {md(own_failure(own))}", ""]
+        if own.source:
+            lines += [f"> {md(own.source)}", ""]
     lines += _table(
         "Levels", ["#", "level", "tests", "points"], "rlrr",
         [

@@ -26,7 +26,7 @@ import grader
 from grader.core.outcomes import Status
 from grader.core.results import GradeReport, Outcome
 from grader.core.text import encodable, printable
-from grader.report.card import encodable_data, likely_bug, to_gradescope, to_html
+from grader.report.card import encodable_data, labelled_bug, to_gradescope, to_html
 from grader.report.documents import notebook_of, sort_outcomes
 from grader.report.executed import executed_notebook
 
@@ -274,7 +274,7 @@ def index_trouble(report: GradeReport) -> list[str]:
     if any(f.voids for f in report.integrity):
         lines.append("no credit: the notebook reached for the grader itself")
     elif report.hints:
-        lines.append(f"likely bug: {likely_bug(report)}")
+        lines.append(labelled_bug(report))
     elif report.headlines:
         others = len(report.headlines) - 1
         lines.append(report.headlines[0] + (f" (+{others} more)" if others else ""))

@@ -17,7 +17,7 @@ from rich.text import Text
 from grader.core.outcomes import Status
 from grader.core.results import Outcome
 from grader.core.text import printable
-from grader.report.card import likely_bug
+from grader.report.card import labelled_bug, own_failure
 from grader.run.batch import Events
 
 _FLIGHT_ROWS = 8  # notebooks in flight listed by name; the rest are counted
@@ -98,9 +98,9 @@ def _score(outcome: Outcome) -> str:
 
 def row_trouble(outcome: Outcome) -> str:
     """What went wrong with one notebook, in a line ("" for full marks): why it could not
-    be graded, no credit, the likely bug, what to read first, the first cell that failed,
-    or how many tests did not pass and the first one's verdict (its message is on the
-    notebook's card)."""
+    be graded, no credit, the likely bug, what to read first, the root cause, how many
+    tests did not pass and the first one's verdict (its message is on the notebook's card),
+    or a cell of its own that failed."""
     report = outcome.report
     if report is None:  # the row names the notebook already
         return outcome.error.removeprefix(f"{outcome.notebook}: ")
@@ -108,15 +108,17 @@ def row_trouble(outcome: Outcome) -> str:
         return "no credit: the notebook reached for the grader itself"
     missed = [t for t in report.tests if t.status != Status.PASSED]
     if report.hints:
-        return f"{len(missed)} not passed; likely bug: {likely_bug(report)}"
+        return f"{len(missed)} not passed; {labelled_bug(report)}"
     if report.headlines:
         return report.headlines[0]
-    if report.cell_errors:
-        cell = report.cell_errors[0]
-        return f"cell {cell.cell}: {cell.message or cell.kind}"
-    if not missed:
-        return ""
-    return f"{len(missed)} not passed; first: {missed[0].id} ({missed[0].verdict})"
+    cause = report.root_cause
+    if cause:
+        return f"cell {cause.cell}: {cause.message or cause.kind} ({cause.blocked} tests blocked)"
+    if missed:
+        return f"{len(missed)} not passed; first: {missed[0].id} ({missed[0].verdict})"
+    if report.own_failures:
+        return own_failure(report.own_failures[0])
+    return ""
 
 
 class Clipped:

@@ -47,6 +47,7 @@ class CatalogRow:
     packages: list[str] = field(default_factory=list)
     folder: str = ""
     broken: str | None = None
+    profile: bool = False  # whether `--profile` measures it (time and memory against T)
 
 
 def catalog_rows(catalog: Catalog | None = None) -> list[CatalogRow]:
@@ -67,6 +68,7 @@ def catalog_rows(catalog: Catalog | None = None) -> list[CatalogRow]:
             e.max_score,
             list(e.packages),
             str(e.folder or ""),
+            profile=e.profile is not None,
         )  # fmt: skip
         for e in catalog.values()
     ]
@@ -172,4 +174,5 @@ def _about(row: CatalogRow) -> Group:
     details.add_row("levels", ", ".join(row.levels))
     details.add_row("packages", ", ".join(row.packages) or "none")
     details.add_row("seed", row.seed)
+    details.add_row("profile", "yes (--profile)" if row.profile else "none")
     return Group(Text(row.title), details)

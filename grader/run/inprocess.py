@@ -30,6 +30,7 @@ from grader.core.records import Finding, Kind
 from grader.kernel import CellRun
 from grader.kernel.channel import Request
 from grader.kernel.launch import SHIM_SOURCE
+from grader.kernel.wire import _span
 
 
 class InProcessSession:
@@ -139,7 +140,12 @@ def _wire(value: Any, depth: int = 0) -> Any:
         TypeError: a value the wire does not carry.
     """
     if isinstance(value, torch.Tensor):
-        return value.detach().clone()
+        # as the kernel's wire rebuilds it: a view, its strides kept, of storage of its own
+        # (a view of a leaf says so in the errors torch raises, as in the kernel)
+        tensor = value.detach().resolve_conj().resolve_neg()
+        span = _span(list(tensor.shape), list(tensor.stride()))
+        flat = tensor.as_strided((span,), (1,), tensor.storage_offset()).clone()
+        return flat.as_strided(tensor.shape, tensor.stride())
     if isinstance(value, _PLAIN):
         return value
     if depth > 64:

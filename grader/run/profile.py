@@ -468,6 +468,12 @@ def profile_svg(profile: dict[str, Any]) -> str:
             "torch": _points(rows, theirs, scale),
         }
         parts.append(_panel(name, heading, label, series, _LEFT + index * _GAP, _TOP))
+    if not any(_points(rows, key, 1.0) for key in ("candidate_ms", "torch_ms")):
+        why = profile.get("error") or "nothing was measured"
+        parts.append(
+            f'<text x="{_WIDTH / 2:g}" y="{_HEIGHT / 2:g}" text-anchor="middle" fill="#a00" '
+            f'font-size="14">{_text(f"no measurements: {why}")}</text>'
+        )
     missing = ", ".join(str(row.get("T")) for row in rows if row.get("error"))
     if missing:
         note = _text(f"yours did not run at T={missing} (see the report)")

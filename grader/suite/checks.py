@@ -245,28 +245,34 @@ def close(
     *,
     rtol: float | None = None,
     atol: float | None = None,
+    where: Any = None,  # a bool tensor (Any: suites pass their tolerances as **kwargs)
 ) -> None:
     """`actual` matches `expected` elementwise: |a - e| <= atol + rtol * |e|, at the default
-    tolerance of the less precise of the two dtypes (`tolerance`), or looser where given.
+    tolerance of the less precise of the two dtypes (`tolerance`), or looser where given;
+    only where `where` (a bool tensor of their shape) is True, when given.
 
     The message names the element that breaks the tolerance the most (the largest ratio of
-    its difference to the difference allowed there), not the largest absolute difference.
+    its difference to the difference allowed there), not the largest absolute difference,
+    by its index in every axis.
     """
     tensor(actual, what, floating=False)
     # `expected` may be another answer of the candidate's (`same`): checked like `actual`
     expected = tensor(expected, f"{what}, the value compared against").detach()
     actual = tensor(actual, what, expected.shape).detach()
-    finite(actual, what)
-    finite(expected, f"{what}, the value compared against")
+    compared = torch.ones_like(expected, dtype=torch.bool)
+    if where is not None:
+        compared = compared & where.bool()
+    finite(actual[compared], what)
+    finite(expected[compared], f"{what}, the value compared against")
     tol = tolerance(actual.dtype, expected.dtype, rtol=rtol, atol=atol)
-    ratio = tolerance_ratio(actual, expected, tol)
+    ratio = tolerance_ratio(actual, expected, tol).masked_fill(~compared, 0.0)
     outside = int((ratio > 1).sum())
     if outside:
         at = tuple(int(i) for i in torch.unravel_index(ratio.argmax(), ratio.shape))
         got, want = float(actual[at]), float(expected[at])
         allowed = tol.atol + tol.rtol * abs(want)
         raise Failed(
-            f"{what}: {outside} of {ratio.numel()} elements outside the tolerance; worst at "
+            f"{what}: {outside} of {int(compared.sum())} elements outside the tolerance; worst at "
             f"{list(at)}: got {got:.8g}, want {want:.8g}, off by {abs(got - want):.3g} where "
             f"{allowed:.3g} is allowed (atol={tol.atol:.2g}, rtol={tol.rtol:.2g})"
         )

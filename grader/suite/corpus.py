@@ -26,13 +26,18 @@ class Mutant:
     """A single-bug copy of a reference: replace `old` (found exactly once) by `new`.
     `level` is where a person would expect it to first lose points; `hint` names the bug
     as the report card says it when a notebook fails the way this mutant does (a short
-    question: "scores scaled by 1/sqrt(d_out), not 1/sqrt(head_dim)?")."""
+    question: "scores scaled by 1/sqrt(d_out), not 1/sqrt(head_dim)?"). `values` marks a
+    bug in the values every test compares (a wrong scale, the softmax over the wrong axis):
+    it may lose points at every level. Any other bug is about one feature (a mask, a dtype,
+    an edge case, the gradients) and should lose points at its own level and few others
+    (`grade hints` measures it)."""
 
     name: str
     old: str
     new: str
     level: str
     hint: str = ""
+    values: bool = False
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ import os
 import pkgutil
 import sys
 import traceback
+import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,6 +88,12 @@ class Watch:
     setup: str = ""
     graded: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        for entry in self.instrument:
+            problem = _not_instrumentable(entry)
+            if problem:
+                raise ValueError(f"Watch.instrument entry {entry!r}: {problem}")
+
     def kernel_config(self) -> dict[str, object]:
         """What the kernel-side guard and shim are told (plain data)."""
         return {
@@ -97,6 +104,27 @@ class Watch:
             "instrument": list(self.instrument),
             "setup": self.setup,
         }
+
+
+def _not_instrumentable(entry: str) -> str:
+    """Why `Watch.instrument` cannot take `entry` ("module:qualified.name"), or "": the
+    guard replaces a Python function's code in place, which a C built-in has none of."""
+    module, colon, rest = entry.partition(":")
+    if not colon or not rest:
+        return "want 'module:qualified.name', such as 'torch.nn.functional:softmax'"
+    try:
+        owner: Any = importlib.import_module(module)
+        for part in rest.split("."):
+            owner = getattr(owner, part)
+    except (ImportError, AttributeError) as error:
+        return f"cannot be found ({type(error).__name__}: {error})"
+    if isinstance(getattr(owner, "__code__", None), types.CodeType):
+        return ""
+    return (
+        f"{rest} is a {type(owner).__name__}, not a Python function, so it has no code to "
+        "replace: name it in Watch.functions (every call to it on the test's thread is "
+        "seen), or its aten op in Watch.dispatch (seen on any thread)"
+    )
 
 
 @dataclass

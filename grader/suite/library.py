@@ -39,10 +39,15 @@ def randint(low: int, high: int, *shape: int, seed: int) -> torch.Tensor:
 
 
 def noncontiguous(t: torch.Tensor) -> torch.Tensor:
-    """The same values as `t` in a non-contiguous layout (a view of a tensor twice as wide
-    along the last axis): code that assumes contiguous strides (``.view``) fails on it."""
+    """The same values as `t` in a layout no `.view` that merges axes accepts: its axes
+    stored in reverse order (column-major), and the last one at stride 2 besides. Code that
+    assumes contiguous strides fails on it: ``x.view(-1, x.shape[-1])``, ``x.view(-1)``, a
+    transpose's ``.view`` (`reshape` and `contiguous` work)."""
     wide = torch.zeros(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype)
     wide[..., ::2] = t
+    if t.dim() > 1:
+        order = list(range(t.dim()))[::-1]
+        wide = wide.permute(order).contiguous().permute(order)
     view = wide[..., ::2]
     assert not view.is_contiguous() or t.shape[-1] <= 1
     return view

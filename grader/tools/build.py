@@ -109,10 +109,11 @@ def _build_index(root: Path, check: bool) -> list[str]:
 
 def build_project(root: Path, check: bool, jobs: int = 0) -> tuple[list[str], bool]:
     """Build (or check) the project at `root`: scaffolds, the catalog index, and the hints of
-    its exercises (those in root/exercises). Returns the lines to print and whether anything
-    is out of date (always False when writing)."""
+    its exercises (those in root/exercises), then what `corpus_warnings` says of each
+    corpus, and why an exercise folder cannot be loaded. Returns the lines to print and
+    whether anything is out of date or broken (only broken, when writing)."""
     from grader.suite.exercise import builtin_exercises, load_catalog, use_exercises
-    from grader.tools.hints import stale_hints, write_hints
+    from grader.tools.hints import corpus_warnings, stale_hints, write_hints
 
     folder = (root / "exercises").resolve()
     if folder.is_dir() and folder != builtin_exercises():
@@ -122,11 +123,17 @@ def build_project(root: Path, check: bool, jobs: int = 0) -> tuple[list[str], bo
     ours = [e for e in catalog.values() if e.folder is not None and e.folder.parent == folder]
     if check:
         lines += [line for e in ours for line in stale_hints(e)]
-        return lines, bool(lines)
-    for exercise in ours:
-        if not stale_hints(exercise):
-            continue
-        solution = root / "solutions" / f"{exercise.id}.ipynb"
-        path = write_hints(exercise, solution, jobs or len(os.sched_getaffinity(0)), Limits())
-        lines.append(f"wrote {path}")
-    return lines, False
+        stale = bool(lines)
+    else:
+        stale = False
+        for exercise in ours:
+            if not stale_hints(exercise):
+                continue
+            solution = root / "solutions" / f"{exercise.id}.ipynb"
+            path = write_hints(exercise, solution, jobs or len(os.sched_getaffinity(0)), Limits())
+            lines.append(f"wrote {path}")
+    lines += [f"warning: {line}" for e in ours for line in corpus_warnings(e)]
+    # an exercise of this project that cannot be loaded builds nothing: said, and a failure
+    broken = [p for name, p in sorted(catalog.broken.items()) if (folder / name).is_dir()]
+    lines += [f"error: {problem}" for problem in broken]
+    return lines, stale or bool(broken)

@@ -7,9 +7,11 @@ image, then `run_autograder` for every submission. The zip holds, at its root::
                       pin in constraints.txt), then the grader from grader-src/
     run_autograder    grades the uploaded notebook; always writes results/results.json
     autograder.json   what was packaged: exercise, points, grader version, torch pin
-    grader-src/       pyproject.toml, README.md, constraints.txt and grader/ (exercises
-                      included), copied from the checkout the grader runs from
-    exercises/        the folder given with --exercises (or $GRADER_EXERCISES), if any
+    grader-src/       pyproject.toml, README.md, constraints.txt and grader/, copied from
+                      the checkout the grader runs from: of grader/exercises/, the shared
+                      modules and this exercise's folder alone
+    exercises/        the folder given with --exercises (or $GRADER_EXERCISES), if any,
+                      likewise without the other exercises' folders
 
 Two builds of the same tree are the same bytes: entries sorted, timestamps fixed.
 """
@@ -106,15 +108,29 @@ def autograder_entries(
         "@TORCH@": shlex.quote(manifest.torch),
         "@EXERCISES_DIR@": shlex.quote(manifest.exercises or ""),
     }
+    own = Path(row.folder)  # the exercise's folder: the only one of its kind in the zip
     entries = [
         Entry("setup.sh", _script("setup.sh", values), executable=True),
         Entry("run_autograder", _script("run_autograder", values), executable=True),
         Entry("autograder.json", manifest.to_json().encode()),
         *(Entry(f"{SOURCE}/{name}", (root / name).read_bytes()) for name in PROJECT_FILES),
-        *_tree(root / "grader", f"{SOURCE}/grader"),
-        *(_tree(extra, EXTRA) if extra else ()),
+        *_tree(root / "grader", f"{SOURCE}/grader", _others(root / "grader" / "exercises", own)),
+        *(_tree(extra, EXTRA, _others(extra, own)) if extra else ()),
     ]
     return sorted(entries, key=lambda e: e.name), manifest
+
+
+def _others(folder: Path, own: Path) -> frozenset[Path]:
+    """What of an exercises `folder` the zip leaves out: every exercise folder but `own`
+    (another exercise's hidden suite, corpus and hints are not this one's to carry) and
+    the catalog index (it lists them all)."""
+    if not folder.is_dir():
+        return frozenset()
+    left = {folder / "catalog.json"}
+    for child in folder.iterdir():
+        if child.is_dir() and (child / "suite.py").is_file() and child.resolve() != own.resolve():
+            left.add(child)
+    return frozenset(p.resolve() for p in left)
 
 
 def project_root() -> Path:
@@ -202,14 +218,16 @@ def _script(name: str, values: dict[str, str]) -> bytes:
     return text.encode()
 
 
-def _tree(folder: Path, prefix: str) -> Iterator[Entry]:
+def _tree(folder: Path, prefix: str, left: frozenset[Path] = frozenset()) -> Iterator[Entry]:
     """Every file under `folder` (symlinks followed), named `prefix/...`, without caches,
-    compiled files, hidden files or notebooks."""
+    compiled files, hidden files, notebooks, or what `left` names (resolved paths)."""
     for parent, dirs, files in os.walk(folder, followlinks=True):
-        dirs[:] = sorted(d for d in dirs if not _SKIPPED.match(d))
         here = Path(parent)
+        dirs[:] = sorted(
+            d for d in dirs if not _SKIPPED.match(d) and (here / d).resolve() not in left
+        )
         for name in sorted(files):
-            if not _SKIPPED.match(name):
+            if not _SKIPPED.match(name) and (here / name).resolve() not in left:
                 relative = (here / name).relative_to(folder).as_posix()
                 yield Entry(f"{prefix}/{relative}", (here / name).read_bytes())
 
@@ -295,8 +313,9 @@ def run_submission(argv: list[str]) -> int:
     AUTOGRADER_ROOT (default /autograder), GRADE (default /opt/grader/bin/grade).
 
     Run as root (as Gradescope does), it first closes the autograder's own files to the
-    candidate: the kernel runs as `grader-kernel` (`--kernel-user`), source/ is readable
-    by root only, results/ and the scripts writable by root only."""
+    candidate: source/ is readable by root only, results/ and the scripts writable by root
+    only, and the kernel runs as `grader-kernel` (`--kernel-user`), or, where setup.sh did
+    not make that user, as an unused uid grade picks: `extra_data.notes` says so."""
     import subprocess
     import sys
 
@@ -324,7 +343,10 @@ def run_submission(argv: list[str]) -> int:
     flags = ["--exercise", exercise, "--gradescope", str(results)]
     if extra:
         flags += ["--exercises", str(root / "source" / extra)]
-    flags += _protect(root)
+    protection, note = _protect(root)
+    flags += protection
+    if note:
+        print(f"run_autograder: note: {note}", file=sys.stderr)
     done = subprocess.run(
         [grade, *flags, str(submission / notebook)],
         stdin=subprocess.DEVNULL,
@@ -336,30 +358,47 @@ def run_submission(argv: list[str]) -> int:
     # 0: full marks, 1: points lost; anything else (2: could not grade, 3: the grader's
     # own failure, 128+N: stopped) leaves no results: a zero with the last line grade printed.
     if done.returncode in (0, 1) and results.is_file() and results.stat().st_size:
+        if note:
+            _add_note(results, note)
         return 0
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     reason = lines[-1].replace(f"{submission}/", "") if lines else ""
     return zero(reason or f"grade exited with status {done.returncode} and wrote no results")
 
 
-def _protect(root: Path) -> list[str]:
-    """As root, with the kernel's user present: the autograder's source readable by root
-    only, results/ and the scripts writable by root only, and the kernel run as that
-    user. Returns grade's flags for it (none otherwise)."""
+def _protect(root: Path) -> tuple[list[str], str]:
+    """As root: the autograder's source readable by root only, results/ and the scripts
+    writable by root only, and the kernel run as the kernel's user. Returns grade's flags
+    for it, and a note for the staff when that user is missing (grade then runs the kernel
+    as an unused uid it picks, and the card says which); none of it when not root."""
     import pwd
 
     user = os.environ.get("GRADER_KERNEL_USER") or KERNEL_USER
     if os.geteuid() != 0:
-        return []
-    try:
-        pwd.getpwnam(user)
-    except KeyError:
-        return []
+        return [], ""
     for folder, mode in ((root / "source", 0o700), (root / "results", 0o755), (root, 0o755)):
         if folder.is_dir():
             os.chown(folder, 0, 0)
             os.chmod(folder, mode)
-    return ["--kernel-user", user]
+    try:
+        pwd.getpwnam(user)
+    except KeyError:
+        return [], (
+            f"the kernel's user {user} does not exist here (setup.sh creates it): the "
+            "candidate's code ran as an unused uid the grader picked (kernel_user)"
+        )
+    return ["--kernel-user", user], ""
+
+
+def _add_note(results: Path, note: str) -> None:
+    """Add `note` to results.json's extra_data (`notes`), for the course's staff."""
+    try:
+        document = json.loads(results.read_text(encoding="utf-8"))
+        extra = document.setdefault("extra_data", {})
+        extra["notes"] = [*extra.get("notes", []), note]
+        results.write_text(json.dumps(document, indent=2), encoding="utf-8")
+    except (OSError, ValueError, AttributeError):  # grade's own results stand as written
+        return
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from grader.core.limits import Limits
@@ -26,10 +27,11 @@ _PYTHON = "{}.{}".format(*sys.version_info[:2])
 
 def hints_sources(exercise: Exercise) -> str:
     """A digest of what decides the mutants' failure patterns: the exercise's suite (and
-    any module beside it), the modules shared by the exercises of its folder, the check
-    helpers' messages (`grader.suite.checks`, `grader.suite.library`) and the solution's
-    code cells. Formatting and comments do not change it (syntax trees, as the catalog's
-    digest); a reworded message or a changed check does."""
+    any module beside it), its corpus (what each mutant writes), the modules shared by the
+    exercises of its folder, the check helpers' messages (`grader.suite.checks`,
+    `grader.suite.library`) and the solution's code cells. Formatting and comments do
+    not change it (syntax trees, as the catalog's digest); a reworded message, a changed
+    check or a mutant's new text does."""
     import hashlib
 
     import nbformat
@@ -39,8 +41,10 @@ def hints_sources(exercise: Exercise) -> str:
 
     assert exercise.folder is not None
     digest = hashlib.sha256(sources_digest(exercise.folder).encode())
+    corpus = exercise.folder / "corpus.py"
     shared = sorted(exercise.folder.parent.glob("*.py"))
-    for path in [*shared, Path(checks.__file__), Path(library.__file__)]:
+    helpers = [Path(checks.__file__), Path(library.__file__)]
+    for path in [*([corpus] if corpus.is_file() else []), *shared, *helpers]:
         digest.update(code_digest(path))
     solution = exercise.folder.parent.parent / "solutions" / f"{exercise.id}.ipynb"
     try:
@@ -77,7 +81,7 @@ def stale_hints(exercise: Exercise) -> list[str]:
         hints_sources(exercise)
     ):  # the digest is of syntax trees: only comparable on the Python that wrote it
         lines.append(
-            f"{path}: out of date with the suite or the solution: run `grade hints {exercise.id}`"
+            f"{path}: out of date with the suite, corpus or solution: run `grade hints {exercise.id}`"
         )
     return lines
 
@@ -99,6 +103,33 @@ def same_failures(exercise: Exercise) -> list[list[str]]:
     for name, fails in failing:
         groups.setdefault(fails, []).append(name)
     return [names for names in groups.values() if len(names) > 1]
+
+
+def corpus_warnings(exercise: Exercise) -> list[str]:
+    """What `grade hints` and `grade build` warn about, from ``hints.json`` alone (no
+    grading): mutants that fail identically (the card cannot tell their hints apart), and
+    mutants whose first lost points are at a level other than the one they declare (what
+    tests/test_exercises.py would fail on, minutes later)."""
+    from grader.suite.corpus import load_corpus
+
+    lines = [
+        f"{exercise.id}: mutants {', '.join(twins)} fail identically (the same tests, the "
+        "same messages): the card cannot tell their hints apart"
+        for twins in same_failures(exercise)
+    ]
+    declared = {m.name: m.level for m in load_corpus(exercise).mutants}
+    for name, _, levels in levels_lost(exercise):
+        want = declared.get(name)
+        if not levels or want not in exercise.levels:
+            continue
+        first = exercise.levels[levels[0] - 1]
+        if first != want:
+            lines.append(
+                f"{exercise.id}: mutant {name} first loses points at level {levels[0]} "
+                f"({first}), not at its declared level "
+                f"{exercise.levels.index(want) + 1} ({want})"
+            )
+    return lines
 
 
 def write_hints(exercise: Exercise, solution: Path, jobs: int, limits: Limits) -> Path:
@@ -137,3 +168,100 @@ def write_hints(exercise: Exercise, solution: Path, jobs: int, limits: Limits) -
     path.write_text(hints_document(entries, hints_sources(exercise)), encoding="utf-8")
     _read.cache_clear()
     return path
+
+
+def _recorded(exercise: Exercise) -> list[tuple[str, str, dict[str, str]]]:
+    """(name, hint, failure pattern) of each mutant in the exercise's ``hints.json``."""
+    if exercise.folder is None:
+        return []
+    try:
+        document = json.loads((exercise.folder / HINTS_FILE).read_text(encoding="utf-8"))
+        return [(str(m["name"]), str(m["hint"]), dict(m["fails"])) for m in document["mutants"]]
+    except (OSError, ValueError, KeyError, TypeError):  # `grade build --check` says why
+        return []
+
+
+def levels_lost(exercise: Exercise) -> list[tuple[str, bool, list[int]]]:
+    """Each mutant's name, whether it is about one feature (not `Mutant.values`) and the
+    levels it loses points at, from ``hints.json``: how far one bug spreads over the card."""
+    from grader.suite.corpus import load_corpus
+
+    level_of = {c.id: c.level for c in exercise.checks}
+    feature = {m.name: not m.values for m in load_corpus(exercise).mutants}
+    return [
+        (name, feature.get(name, True), sorted({level_of[t] for t in fails if t in level_of}))
+        for name, _, fails in _recorded(exercise)
+    ]
+
+
+@dataclass(frozen=True)
+class Measures:
+    """What `grade hints` says of an exercise's corpus after grading it."""
+
+    mutants: int
+    features: int  # mutants about one feature (not `Mutant.values`)
+    median_levels: float  # levels a feature mutant loses points at: median and most
+    most_levels: int
+    widest: list[str]  # the feature mutants that lose points at the most levels
+    named: int  # mutants the card names outright by their own hint (or an identical twin's)
+    unseen_quiet: int  # with its own bug left out of the corpus: no hint at all
+    unseen_perhaps: int  # ... a "perhaps"
+    unseen_wrong: int  # ... another bug named outright
+
+    @property
+    def precision(self) -> float:
+        """Outright hints that name the graded bug (or one failing identically), of all
+        outright hints given, over the corpus graded against itself and left one out."""
+        given = self.named + self.unseen_wrong
+        return self.named / given if given else 1.0
+
+    def lines(self, name: str) -> list[str]:
+        spread = (
+            f"{self.features} feature mutants lose points at a median of "
+            f"{self.median_levels:g} level(s), at most {self.most_levels}"
+            + (f" ({', '.join(self.widest)})" if self.most_levels > 1 else "")
+            if self.features
+            else "no feature mutants"
+        )
+        return [
+            f"{name}: {self.mutants} mutants; {spread}",
+            f"{name}: hint precision {self.precision:.0%}: {self.named} of {self.mutants} "
+            "named outright by their own hint (or an identical twin's); with its own bug left "
+            f"out of the corpus, {self.unseen_quiet} get no hint, {self.unseen_perhaps} a "
+            f"'perhaps', {self.unseen_wrong} another bug named outright",
+        ]
+
+
+def measure(exercise: Exercise) -> Measures:
+    """How far each mutant spreads over the levels, and how precise the hints are, from
+    the exercise's ``hints.json`` (no grading)."""
+    from statistics import median
+
+    from grader.verdict.diagnosis import match
+
+    recorded = _recorded(exercise)
+    lost = levels_lost(exercise)
+    features = [(n, len(levels)) for n, feature, levels in lost if feature]
+    most = max((count for _, count in features), default=0)
+    named = quiet = perhaps = wrong = 0
+    known = [(f, h) for _, h, f in recorded if h]
+    for _, hint, fails in recorded:
+        twins = {h for _, h, f in recorded if f == fails}
+        said = match(fails, known)
+        named += bool(said) and set(said) <= twins and hint in said
+        unseen = match(fails, [(f, h) for f, h in known if f != fails])
+        outright = [h for h in unseen if not h.startswith("perhaps: ")]
+        wrong += bool(outright)
+        perhaps += bool(unseen) and not outright
+        quiet += not unseen
+    return Measures(
+        mutants=len(recorded),
+        features=len(features),
+        median_levels=median(c for _, c in features) if features else 0,
+        most_levels=most,
+        widest=[n for n, c in features if c == most][:3],
+        named=named,
+        unseen_quiet=quiet,
+        unseen_perhaps=perhaps,
+        unseen_wrong=wrong,
+    )

@@ -31,11 +31,15 @@ it passes when it returns and fails with its message when it raises. To fail it,
 the assertions in `grader.suite.checks` (their messages say what is wrong with a tensor) or
 a plain `assert` with a message; any other exception is a bug in the suite, not in the
 notebook.
+
+One bug, one place: each check tests one thing and calls with every other option at its
+default, so a bug loses points at its own check (docs/authoring.md, "Checklist").
 """
 
 import torch
 
 from grader.suite import checks
+from grader.suite import library as lib
 from grader.suite.exercise import Exercise, Watch
 from grader.suite.integrity import require_clean_source, require_nothing_seen
 
@@ -48,7 +52,7 @@ exercise = Exercise(
     # the source document the exercise was written from; "-" for none
     seed="-",
     # climbed in this order; each check names its level
-    levels=["shapes", "values", "from scratch"],
+    levels=["shapes", "values", "edge cases", "from scratch"],
     # the top-level names that identify a notebook as this exercise
     defines=(FUNCTION,),
     # torch names the source scan flags where the notebook binds them
@@ -61,8 +65,7 @@ exercise = Exercise(
 
 def x(*shape, seed=0, scale=1.0):
     """Reproducible float64 noise (inputs never depend on the candidate)."""
-    generator = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, dtype=torch.float64, generator=generator) * scale
+    return lib.randn(*shape, seed=seed, scale=scale, dtype=torch.float64)
 
 
 # hidden=False: the candidate's card shows this check with its inputs (see --reveal)
@@ -78,12 +81,13 @@ def matches_torch(kernel):
     """Same values as torch.softmax over the last axis (float64)."""
     data = x(4, 7, seed=1)
     got = kernel.get(FUNCTION)(data)
-    # checks.close(actual, expected, what, *, rtol=None, atol=None): at least
-    # torch.testing.assert_close's default tolerances for the dtypes compared
+    # checks.close(actual, expected, what, *, rtol=None, atol=None, where=None): at
+    # least torch.testing.assert_close's default tolerances for the dtypes compared
+    # (only where the bool tensor `where` is True, when given)
     checks.close(got, torch.softmax(data, dim=-1), f"{FUNCTION}(x) vs torch.softmax")
 
 
-@exercise.check("values")
+@exercise.check("edge cases")
 def large_inputs_stay_probabilities(kernel):
     """Inputs near 1e4 still give rows of probabilities."""
     got = kernel.get(FUNCTION)(x(2, 6, seed=2, scale=1e4))
@@ -92,9 +96,30 @@ def large_inputs_stay_probabilities(kernel):
     checks.rows_sum_to_one(got, "the output for large inputs")
 
 
+@exercise.check("edge cases")
+def non_contiguous_input(kernel):
+    """A non-contiguous x (`.view` that merges its axes fails) gives the same values."""
+    data = x(3, 4, 5, seed=3)
+    got = kernel.get(FUNCTION)(lib.noncontiguous(data))
+    want = torch.softmax(data, dim=-1)
+    checks.close(got, want, f"{FUNCTION}(x) for a non-contiguous x")
+
+
+@exercise.check("edge cases")
+def input_left_unchanged(kernel):
+    """x is left unchanged (the statement says so): not modified in place."""
+    data = x(3, 5, seed=4)
+    # a tensor kept in the kernel: the call gets it, and it is read back after
+    held = kernel.hold(data, "x")
+    kernel.get(FUNCTION)(held)
+    checks.equal(kernel.attribute(held, "data"), data, "x after the call")
+
+
 @exercise.check("from scratch")
 def no_builtin_softmax(kernel):
     """Neither the source nor the run uses torch's softmax."""
+    # the watch saw every call the other checks made: this one, with the simplest input,
+    # is there so that a stub answers first
     kernel.get(FUNCTION)(x(2, 3))
     require_clean_source(kernel.sources, exercise.forbidden, exercise.watch)
     require_nothing_seen(kernel.seen)
@@ -107,28 +132,46 @@ Single-bug copies of the solution (each must first lose points on its level, and
 the card asks its hint when a notebook fails the same way) and correct variants
 (each must keep full marks).
 
-Mutant(name, old, new, level, hint=...): `old` is found exactly once in the
-solution's code and replaced by `new`.
+Mutant(name, old, new, level, hint=..., values=False): `old` is found exactly once
+in the solution's code and replaced by `new`. `values=True` marks a bug in the values
+every check compares (a wrong axis, a wrong formula): it may lose points everywhere.
+Any other mutant is about one feature and should lose points at its own level only
+(`grade hints` measures how far each spreads).
 """
 
 from grader.suite.corpus import Mutant, Variant
 
-MIN_MUTANTS = 2  # the corpus test fails if it ever shrinks below this
+MIN_MUTANTS = 4  # the corpus test fails if it ever shrinks below this
 
 MUTANTS = [
-    Mutant(
-        "no_shift",
-        "shifted = x - x.max(dim=-1, keepdim=True).values",
-        "shifted = x",
-        "values",
-        hint="exp of the raw inputs, without subtracting the row maximum?",
-    ),
     Mutant(
         "sum_over_the_first_axis",
         "e.sum(dim=-1, keepdim=True)",
         "e.sum(dim=0, keepdim=True)",
         "values",
         hint="normalised over the first axis (dim=0) instead of the last?",
+        values=True,
+    ),
+    Mutant(
+        "no_shift",
+        "shifted = x - x.max(dim=-1, keepdim=True).values",
+        "shifted = x",
+        "edge cases",
+        hint="exp of the raw inputs, without subtracting the row maximum?",
+    ),
+    Mutant(
+        "row_maxima_through_view",
+        "x.max(dim=-1, keepdim=True).values",
+        "x.view(-1, x.shape[-1]).max(dim=-1).values.view(*x.shape[:-1], 1)",
+        "edge cases",
+        hint="x flattened with .view, which fails on a non-contiguous x (use reshape)?",
+    ),
+    Mutant(
+        "shifted_in_place",
+        "shifted = x - x.max(dim=-1, keepdim=True).values",
+        "shifted = x.sub_(x.max(dim=-1, keepdim=True).values)",
+        "edge cases",
+        hint="x shifted in place by its row maximum, changing the caller's tensor?",
     ),
 ]
 VARIANTS = [Variant("torch_exp", "e = shifted.exp()", "e = torch.exp(shifted)")]
@@ -141,7 +184,8 @@ Implement `softmax_rows(x)`: the softmax of a tensor over its last axis, stable 
 as large as 1e4. Fill in every stub that raises `NotImplementedError`; keep the names and
 signatures.
 
-- Input: a floating-point tensor of any shape; output: the same shape and dtype.
+- Input: a floating-point tensor of any shape, contiguous or not; output: the same shape
+  and dtype. The input is left unchanged (never modified in place).
 - The hidden tests use float64 and compare at `torch.testing.assert_close`'s default
   tolerances.
 - From scratch: do not use `torch.softmax`, `F.softmax` or `log_softmax` (torch's other

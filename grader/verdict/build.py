@@ -44,7 +44,7 @@ def build_report(
     tests = void(tests, findings)
     levels, reached = summarise(exercise.levels, tests)
     errors = as_in_the_cell(notebook, [_cell_error(c) for c in cells if c.status != Status.PASSED])
-    tests, cause = root_cause(notebook, tests, errors)
+    tests, cause, own = root_cause(notebook, tests, errors)
     wrong = looks_like_another(exercise, notebook, tests, catalog or {})
     notes = []
     if not notebook.code_cells:
@@ -89,6 +89,7 @@ def build_report(
         integrity_checks="enforced" if sandboxed else "best effort",
         profile=profile,
         root_cause=cause,
+        own_failures=own,
         hints=[] if wrong else hints(exercise, tests, voided),
     )
 

@@ -7,11 +7,14 @@ mutant and writes, next to the suite, ``hints.json``: each mutant's name, its hi
 failure pattern: the tests it does not pass, each with its message, numbers left out
 ("output: # of # elements outside the tolerance; ..."). A notebook gets a mutant's hint when
 
-1. its tests fail exactly as the mutant's do, messages included; else
-2. the same tests fail (several bugs can fail the same tests: each one's hint is given);
-   else
-3. the tests that fail differ from the mutant's by at most a fifth of those involved: a
-   weaker "perhaps".
+1. its tests fail exactly as the mutant's do, messages included: the hint is said outright
+   (several bugs can fail identically: each one's hint is given); else
+2. the same tests fail, with other messages, or the tests that fail differ from the
+   mutant's by at most a fifth of those involved: the hint is asked, "perhaps: ...".
+
+Only an exact match is confident: a bug the corpus does not hold often fails the same
+tests as one it does, and says so in its messages (`grade hints` measures how often the
+card would name a wrong bug).
 
 A test that fails for the interface (a name missing, a call that does not fit the
 signature, a value not of the kind asked for) is the interface's to explain: it counts
@@ -47,40 +50,80 @@ _EXPLAINED = frozenset({Status.NOT_IMPLEMENTED, Status.SKIPPED})
 
 def root_cause(
     notebook: Notebook, tests: list[CheckResult], errors: list[CellError]
-) -> tuple[list[CheckResult], RootCause | None]:
-    """Mark the tests that could not run because a cell failed (they need a name that only a
-    failed cell defines) as Problem.BLOCKED, and return them with the root cause: the first cell
-    that failed, its line, and how many tests it blocked. A later cell that failed with a
-    NameError is taken as a consequence of an earlier one (its names were never defined
-    because of it); a later cell that failed otherwise blocks its own tests."""
+) -> tuple[list[CheckResult], RootCause | None, list[RootCause]]:
+    """Mark the tests that could not run because a cell failed (they miss a name that only a
+    failed cell defines, or should have defined: a cell that does not compile defines
+    nothing) as Problem.BLOCKED, and return them with the root cause (the first failed cell
+    that blocked a test: where, its line, how many tests it blocked) and the cells that
+    failed without blocking any (the notebook's own checks: its self-check, a try-out).
+
+    A cell that failed with a NameError for a name that an earlier failed cell defines is
+    that cell's consequence, as is a test that raised one: both are put on that cell."""
     if not errors:
-        return tests, None
-    first = errors[0]
+        return tests, None, []
     failed = {e.cell: e for e in errors}
     defined_in: dict[str, list[int]] = {}
     for index, source in notebook.code_cells:
         for name in defined_names([source]):
             defined_in.setdefault(name, []).append(index + 1)
 
+    def definer(name: str, before: int) -> int:
+        """The last failed cell before `before` that defines `name` (0: none)."""
+        cells = [c for c in defined_in.get(name.split(".")[0], []) if c in failed and c < before]
+        return cells[-1] if cells else 0
+
+    def origin(cell: int) -> int:
+        """The failed cell that `cell`'s failure comes from (itself, unless a NameError)."""
+        seen = set()
+        while cell not in seen:
+            seen.add(cell)
+            match = _NAME_ERROR.search(failed[cell].message)
+            earlier = definer(match[1], cell) if match else 0
+            if not earlier:
+                return cell
+            cell = earlier
+        return cell
+
     def blocker(test: CheckResult) -> int:
-        match = UNDEFINED_NAME.match(test.message) if test.status == Status.ERROR else None
-        if match is None:
+        if test.status != Status.ERROR:
             return 0
-        cells = [c for c in defined_in.get(match[1].split(".")[0], []) if c in failed]
-        if not cells:
-            return 0  # defined nowhere: the interface's problem, not a cell's
-        cell = cells[-1]
-        cascade = failed[cell].message.startswith("NameError") and cell > first.cell
-        return first.cell if cascade else cell
+        match = UNDEFINED_NAME.match(test.message) or _NAME_ERROR.search(test.message)
+        cell = definer(match[1], len(notebook.node.cells) + 1) if match else 0
+        return origin(cell) if cell else 0
 
     marked = []
     for test in tests:
         cell = blocker(test)
         marked.append(replace(test, problem=Problem.BLOCKED, blocked_by=cell) if cell else test)
-    count = sum(t.blocked_by == first.cell for t in marked)
-    return marked, RootCause(
-        first.cell, first.kind, first.message, first.line, _line(notebook, first), count
-    )
+    count = {e.cell: sum(t.blocked_by == e.cell for t in marked) for e in errors}
+    causes = [e for e in errors if count[e.cell]]
+    cause = causes[0] if causes else None
+    own = [
+        _cause(notebook, e, 0)
+        for e in errors
+        if not count[e.cell] and origin(e.cell) == e.cell and e.kind != Status.SKIPPED
+    ]
+    return marked, _cause(notebook, cause, count[cause.cell]) if cause else None, own
+
+
+# Python's message for a name not defined (a failed cell's, or a test's that called into one).
+_NAME_ERROR = re.compile(r"NameError: name '(\w+)' is not defined")
+
+
+def _cause(notebook: Notebook, error: CellError, blocked: int) -> RootCause:
+    return RootCause(
+        error.cell, error.kind, error.message, error.line, _line(notebook, error), blocked,
+        self_check=not blocked and _checks(notebook, error.cell),
+    )  # fmt: skip
+
+
+def _checks(notebook: Notebook, cell: int) -> bool:
+    """Whether the cell is the notebook's own check: it asserts, or runs a self-check."""
+    cells = notebook.node.cells
+    if not 0 < cell <= len(cells):
+        return False
+    source = str(cells[cell - 1].source)
+    return "self_check" in source or re.search(r"^\s*assert\b", source, re.M) is not None
 
 
 def _line(notebook: Notebook, error: CellError) -> str:
@@ -116,19 +159,31 @@ def hints(exercise: Exercise, tests: list[CheckResult], voided: bool = False) ->
     fails those tests the same way (see the module docstring)."""
     if voided or any(t.status in _EXPLAINED or t.problem == Problem.BLOCKED for t in tests):
         return []
-    failing = pattern(tests)
     interface = {t.id for t in tests if t.problem == Problem.INTERFACE}
+    return match(pattern(tests), known_bugs(exercise), interface)
+
+
+def match(
+    failing: Mapping[str, str],
+    known: list[tuple[dict[str, str], str]],
+    interface: frozenset[str] | set[str] = frozenset(),
+) -> list[str]:
+    """The hints of `known` bugs for a failure pattern: said outright only for a known bug
+    that fails exactly so (the same tests, the same messages); asked with less confidence
+    ("perhaps: ...") where the same tests fail with other messages, or the tests differ by
+    at most a fifth; nothing otherwise. Tests in `interface` count only where the known bug
+    fails them the same way."""
     same, alike, near = [], [], []
-    for known, hint in known_bugs(exercise):
-        explained = {i: m for i, m in failing.items() if i not in interface or known.get(i) == m}
+    for bug, hint in known:
+        explained = {i: m for i, m in failing.items() if i not in interface or bug.get(i) == m}
         if not explained:
             continue
         ids = explained.keys()
-        if known == explained:
+        if bug == explained:
             same.append(hint)
-        elif known.keys() == ids:
-            alike.append(hint)
-        elif len(known.keys() & ids) / len(known.keys() | ids) >= NEAR:
+        elif bug.keys() == ids:
+            alike.append(f"perhaps: {hint}")
+        elif len(bug.keys() & ids) / len(bug.keys() | ids) >= NEAR:
             near.append(f"perhaps: {hint}")
     return list(dict.fromkeys(same or alike or near))[:MAX_HINTS]
 
@@ -166,7 +221,8 @@ def pattern(tests: list[CheckResult]) -> dict[str, str]:
     return {t.id: _NUMBER.sub("#", t.message) for t in tests if t.status != Status.PASSED}
 
 
-_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+# A number, not the digits of a name (float32, conv1d, W_Q2 stay as they are).
+_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?![\w.])")
 
 
 def known_bugs(exercise: Exercise) -> list[tuple[dict[str, str], str]]:

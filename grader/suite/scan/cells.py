@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
 from functools import cache, lru_cache
 
-from grader.suite.scan.names import _BUILTIN_NAMES, _bound, _const, _own_nodes
+from grader.suite.scan.names import _BUILTIN_NAMES, _bound, _Cell, _const, _own_nodes
 from grader.suite.scan.rules import _words
 
 # IPython 9 with ipykernel: every line magic and alias, for automagic one-line cells
@@ -75,14 +74,6 @@ class CellSource(str):
 
     def __getnewargs__(self) -> tuple[str, int]:  # type: ignore[override]  # copy and pickle
         return str(self), self.number
-
-
-@dataclass(frozen=True)
-class _Cell:
-    number: int
-    tree: ast.Module
-    offset: int  # added to the tree's line numbers to give the cell's
-    local: bool  # its functions and classes cannot bind module-level names
 
 
 def _read_cells(sources: list[str]) -> list[_Cell]:

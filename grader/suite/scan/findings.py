@@ -16,7 +16,7 @@ from grader.suite.scan.names import _Bindings, _const
 from grader.suite.scan.rules import _CHECK_NAME, _NAMESPACE_OBJECTS, _machinery
 
 if TYPE_CHECKING:
-    from grader.suite.scan.cells import _Cell
+    from grader.suite.scan.names import _Cell
 
 
 @dataclass(frozen=True)

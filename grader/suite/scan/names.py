@@ -12,12 +12,20 @@ import builtins
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 from grader.suite.scan.rules import _DUNDER_LOOKUPS, _LOOKUPS, _NAMESPACES
 
-if TYPE_CHECKING:
-    from grader.suite.scan.cells import _Cell
+
+@dataclass(frozen=True)
+class _Cell:
+    """One code cell of the notebook as the scan reads it (here, below the modules that
+    read cells, so that none of them imports another for it)."""
+
+    number: int
+    tree: ast.Module
+    offset: int  # added to the tree's line numbers to give the cell's
+    local: bool  # its functions and classes cannot bind module-level names
+
 
 _CONVENTIONAL = {  # names read as these modules when the notebook never binds them
     "torch": "torch",

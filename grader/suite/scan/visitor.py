@@ -9,10 +9,11 @@ from __future__ import annotations
 import ast
 import re
 
-from grader.suite.scan.cells import _Cell, _magic_call, _parse, _statement
+from grader.suite.scan.cells import _magic_call, _parse, _statement
 from grader.suite.scan.findings import _Recorder
 from grader.suite.scan.names import (
     _alias_name,
+    _Cell,
     _class_scope,
     _const,
     _function_scope,
