@@ -32,11 +32,10 @@ import torch
 from grader.core.errors import GraderBug
 from grader.core.limits import Limits
 from grader.core.notebook import read_notebook
-from grader.core.records import Finding
 from grader.kernel.channel import Request
 from grader.run.inprocess import InProcessSession
 from grader.run.pipeline import one_torch_thread
-from grader.run.runner import run_checks
+from grader.run.runner import Relay, run_checks
 from grader.suite.exercise import Exercise, load_catalog
 from grader.suite.handle import Kernel
 from tests.cohort import Cohort
@@ -184,28 +183,17 @@ def _wire_object(value: dict) -> bool:
     return "__ref__" in value or "__foreign__" in value
 
 
-class OddSession:
+class OddSession(Relay):
     """The solution's session, with the answers of one graded callable replaced by an odd
     answer; with no odd answer, it notes which callables answered (and whether a tensor
     was in the answer)."""
 
     def __init__(self, session: InProcessSession, key: Key | None = None, odd: Odd | None = None):
-        self.session, self.key, self.odd = session, key, odd
+        super().__init__(session)
+        self.key, self.odd = key, odd
         self.types: dict[Any, str] = {}  # reference -> the type the shim named
         self.reached: dict[Key, bool] = {}
         self.answered = 0
-
-    @property
-    def sources(self) -> list[tuple[int, str]]:
-        return self.session.sources
-
-    @property
-    def seen(self) -> set[str]:
-        return self.session.seen
-
-    @property
-    def findings(self) -> list[Finding]:
-        return self.session.findings
 
     def call(self, request: Request, timeout: float | None = None) -> dict[str, Any]:
         if request.get("op") == "batch":
