@@ -10,6 +10,11 @@ if ! command -v bwrap >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)
   (apt-get update -qq && apt-get install -y -qq bubblewrap) >/dev/null 2>&1 \
     || echo "check.sh: could not install bubblewrap; the sandbox tests will be skipped" >&2
 fi
+# The cohort's pages are opened in Debian's Chromium (tests/test_browser.py, skipped without).
+if ! command -v chromium >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1 \
+    || echo "check.sh: could not install chromium; the browser tests will be skipped" >&2
+fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 # editable: an edit to an exercise is graded at once (see "Write your own exercise")
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[test]"

@@ -89,7 +89,7 @@ class Batch:
             stdout, stderr = self.out.read().decode(), self.err.read().decode()
         assert code in (0, 1, 2, 3), stderr
         graded = {}
-        for entry in json.loads(stdout):
+        for entry in json.loads(stdout)["notebooks"]:
             if "error" in entry:
                 code = entry["exit_code"]
             else:

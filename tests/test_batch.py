@@ -99,7 +99,7 @@ def test_an_empty_shard_is_an_empty_result(tmp_path):
     shutil.copy(SOLUTIONS / "mha_parity.ipynb", tmp_path / "subs")
     done = grade("subs", "--shard", "2/2", "--json", "--csv", "book.csv", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == []
+    assert json.loads(done.stdout)["notebooks"] == []
     assert (tmp_path / "book.csv").read_text().splitlines()[0].startswith("notebook,")
 
 
@@ -157,7 +157,7 @@ EXPECTED = {  # notebook -> exit code
 def test_a_folder_is_graded_as_a_batch_and_the_worst_exit_code_wins(cohort):
     _, whole, _ = cohort
     assert whole.returncode == 2, whole.stderr
-    entries = json.loads(whole.stdout)
+    entries = json.loads(whole.stdout)["notebooks"]
     assert [e["notebook"] for e in entries] == list(EXPECTED)  # sorted; checkpoints skipped
     by_name = {e["notebook"]: e for e in entries}
     alice = by_name["subs/alice/mha_causal.ipynb"]
@@ -175,7 +175,7 @@ def test_a_folder_is_graded_as_a_batch_and_the_worst_exit_code_wins(cohort):
 @pytest.mark.kernel
 def test_every_result_records_what_it_was_graded_with(cohort):
     _, whole, _ = cohort
-    for entry in json.loads(whole.stdout):
+    for entry in json.loads(whole.stdout)["notebooks"]:
         if "error" in entry:
             continue
         assert entry["grader_version"] and entry["torch_version"] and entry["python_version"]
@@ -211,13 +211,13 @@ def _without_durations(text: str) -> str:
             if "time" in element.attrib:
                 element.set("time", "0")
         return ET.tostring(root, encoding="unicode")
-    if text.lstrip().startswith("["):
-        entries = json.loads(text)
-        for entry in entries:
+    if text.lstrip().startswith("{"):
+        document = json.loads(text)
+        for entry in document["notebooks"]:
             entry["duration_s"] = 0
             for test in entry.get("tests", []):
                 test["duration_s"] = 0
-        return json.dumps(entries)
+        return json.dumps(document)
     rows = list(csv.DictReader(io.StringIO(text)))
     return json.dumps([{**r, "duration_s": "0"} for r in rows])
 
@@ -267,7 +267,7 @@ def test_a_worker_that_dies_costs_only_its_notebook(tmp_path, request):
     (worker,) = _workers(grading.pid)
     os.kill(worker, signal.SIGKILL)  # what the OOM killer, or a stray kill, would do
     out, err = grading.communicate(timeout=120)
-    first, second = json.loads(out)
+    first, second = json.loads(out)["notebooks"]
     assert first["exit_code"] == 3 and "grading process died (signal 9)" in first["error"]
     assert second["score"] == second["max_score"] > 0  # a fresh worker took over
     assert grading.returncode == 3, err

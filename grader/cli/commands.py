@@ -10,7 +10,14 @@ from pathlib import Path
 from rich.console import Console
 
 from grader.cli.args import Parser, count, exercises_flag
-from grader.cli.output import Stdout, stdout_may_close, writable, write
+from grader.cli.output import (
+    Stdout,
+    stdout_may_close,
+    writable,
+    writable_folder,
+    write,
+    write_folder,
+)
 from grader.core.errors import ExitCode, UsageError
 from grader.core.limits import Limits
 from grader.tools.gradescope import DEFAULT_OUTPUT
@@ -40,8 +47,15 @@ def merge_command(argv: list[str]) -> int:
     )
     p.add_argument("parts", nargs="+", metavar="PART", help="the shards' files, of one kind")
     p.add_argument("-o", "--output", metavar="PATH", help="write there (default: stdout)")
+    p.add_argument(
+        "--pages",
+        metavar="DIR",
+        help="JSON parts: also write the cohort's pages into DIR (index.html, each notebook's "
+        "card, cohort.json and the CSVs, as --output writes them, without executed notebooks)",
+    )
     args = p.parse_args(argv)
     writable(args.output, "the merged file")
+    writable_folder(args.pages, "the cohort's pages")
     parts = []
     for part in args.parts:
         try:
@@ -49,7 +63,20 @@ def merge_command(argv: list[str]) -> int:
         except (OSError, UnicodeDecodeError) as e:
             problem = e.strerror if isinstance(e, OSError) else "not UTF-8 text"
             raise UsageError(f"{part}: cannot read: {problem or e}") from None
-    _, merged = merge_texts(parts)
+    kind, merged = merge_texts(parts)
+    if args.pages:
+        if kind != "json":
+            raise UsageError("merge --pages: the pages are made from JSON parts (grade --json)")
+        from grader.report.folders import write_output_dir
+        from grader.report.merge import merged_cohort
+
+        outcomes, cohort = merged_cohort(parts)
+        write_folder(
+            args.pages,
+            "the cohort's pages",
+            lambda o, f: write_output_dir(o, f, cohort, executed=False),
+            outcomes,
+        )
     if args.output:
         write(args.output, "the merged file", merged)
     else:

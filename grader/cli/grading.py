@@ -34,6 +34,7 @@ from grader.core.signals import check
 
 if TYPE_CHECKING:
     from grader.core.results import GradeReport, Outcome
+    from grader.report.cohort import Cohort
 
 
 @dataclass(frozen=True)
@@ -269,7 +270,8 @@ def _grade_batch(plan: Plan) -> int:
     import time
 
     from grader.kernel.launch import warm_up
-    from grader.report import to_json_list, to_junit_batch, write_gradescope_folder
+    from grader.report import to_junit_batch, write_gradescope_folder
+    from grader.report.cohort import graded_root, make_cohort, to_json_batch
     from grader.report.progress import Progress, render_summary
     from grader.run.batch import grade_all, worst
     from grader.suite.exercise import load_catalog, use_exercises
@@ -287,13 +289,19 @@ def _grade_batch(plan: Plan) -> int:
     check()  # a stopping signal whose exception a library swallowed: no report
     write(args.junit, "JUnit file", to_junit_batch(outcomes))
     if args.gradescope:
-        write_folder(args.gradescope, "Gradescope results", write_gradescope_folder, outcomes)
-    _write_cohort_files(args, outcomes)
+        write_folder(
+            args.gradescope,
+            "Gradescope results",
+            lambda o, f: write_gradescope_folder(o, f, graded_root(args.paths)),
+            outcomes,
+        )
+    cohort = make_cohort(outcomes)
+    _write_cohort_files(args, outcomes, cohort)
     with stdout_may_close():
         if args.format:
             from grader.report import slugs
 
-            names = slugs(outcomes)
+            names = slugs(outcomes, graded_root(args.paths))
             if plan.candidate_report:
                 Path(plan.candidate_report).mkdir(exist_ok=True)  # its parent was checked
             for outcome in outcomes:
@@ -303,16 +311,25 @@ def _grade_batch(plan: Plan) -> int:
                 folder = plan.candidate_report
                 _write_candidate_report(args, outcome.report, folder and str(Path(folder) / name))
         if args.json:
-            print(to_json_list(outcomes))
+            print(to_json_batch(outcomes, cohort))
         else:
-            render_summary(outcomes, Stdout(highlight=False), time.monotonic() - began)
+            console = Stdout(highlight=False)
+            render_summary(outcomes, console, time.monotonic() - began, cohort)
     return worst(outcomes)
 
 
-def _write_cohort_files(args: argparse.Namespace, outcomes: list[Outcome]) -> None:
+def _write_cohort_files(
+    args: argparse.Namespace, outcomes: list[Outcome], cohort: Cohort | None = None
+) -> None:
     """The outputs a single notebook and a batch share: --csv and --output."""
     from grader.report import to_csv, write_output_dir
+    from grader.report.cohort import graded_root
 
     write(args.csv, "gradebook", to_csv(outcomes) if args.csv else "")
     if args.output:
-        write_folder(args.output, "reports", write_output_dir, outcomes)
+        write_folder(
+            args.output,
+            "reports",
+            lambda o, f: write_output_dir(o, f, cohort, graded_root(args.paths)),
+            outcomes,
+        )

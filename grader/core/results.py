@@ -87,6 +87,16 @@ class RootCause:
 
 
 @dataclass(frozen=True)
+class CodeLine:
+    """A line of the candidate's own code (not the scaffold's: `grader.report.similarity`):
+    its cell and line, both counting from 1, and its text."""
+
+    cell: int
+    line: int
+    text: str
+
+
+@dataclass(frozen=True)
 class CutOutput:
     """A cell that printed past the output limits: how its output began, and how much was cut."""
 
@@ -144,6 +154,9 @@ class GradeReport:
     own_failures: list[RootCause] = field(default_factory=list)
     hints: list[str] = field(default_factory=list)  # likely bugs, from the mutation corpus
     profile: dict[str, Any] | None = None  # `--profile`: see grader.run.profile (never scored)
+    # the candidate's own code, which the cohort's copy check compares (empty where the
+    # exercise has no reference.json: `grade build` writes it)
+    own_code: list[CodeLine] = field(default_factory=list)
 
     @property
     def full_marks(self) -> bool:
@@ -194,6 +207,7 @@ class GradeReport:
                 RootCause(**{**own, "kind": Status(own["kind"])})
                 for own in data.get("own_failures", [])
             ]
+            fields["own_code"] = [CodeLine(**line) for line in data.get("own_code", [])]
             return cls(**fields)
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"not a grade report: {type(e).__name__}: {e}") from None

@@ -4,8 +4,11 @@ card        render (the rich card), to_json, to_junit, to_gradescope, to_markdow
             for_candidate (the --reveal view)
 progress    the live line and summary table of a batch
 
-documents   to_json_list, to_csv, to_junit_batch: one document for the cohort, in
-            canonical order (`sort_outcomes`: by notebook path)
+documents   to_csv, to_junit_batch: one document for the cohort, in canonical order
+            (`sort_outcomes`: by notebook path)
+cohort      make_cohort: each exercise's figures and the similar pairs (similarity);
+            to_json_batch (`--json` of a batch), tests_csv, pairs_csv
+cohort_page index.html; charts its pictures; theme the card's page in light and dark
 merge       merge_texts: shards' documents joined into what one run would have written
 folders     write_gradescope_folder, write_output_dir: files per notebook, named by `slugs`
 executed    executed_notebook: the candidate's notebook with the grading's outputs
@@ -18,7 +21,6 @@ from grader.report.documents import (
     notebook_of,
     sort_outcomes,
     to_csv,
-    to_json_list,
     to_junit_batch,
 )
 from grader.report.executed import executed_notebook
@@ -33,7 +35,6 @@ __all__ = [
     "slugs",
     "sort_outcomes",
     "to_csv",
-    "to_json_list",
     "to_junit_batch",
     "write_gradescope_folder",
     "write_output_dir",

@@ -6,9 +6,12 @@ same from every format) and computes everything else (the gradebook's test colum
 JUnit totals) from the entries alone. So merging the parts that shards
 wrote gives, byte for byte, what one run over all the notebooks would have written::
 
-    to_json_list     [ {report or error entry}, ... ]          `--json` of a batch
-    to_csv           gradebook: one row per notebook            `--csv`
-    to_junit_batch   <testsuites>, one <testsuite> per notebook  `--junit` of a batch
+    to_csv           gradebook: one row per notebook                        `--csv`
+    to_junit_batch   <testsuites>, one <testsuite> per notebook    `--junit` of a batch
+
+and `grader.report.cohort` the cohort's: `to_json_batch` (`--json` of a batch: the
+notebooks' entries, then each exercise's figures and the similar pairs), `tests_csv` and
+`pairs_csv` (--output's tests.csv and similar.csv).
 
 (`grader.report.merge` reads them back.)
 """
@@ -17,7 +20,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 from grader.core.outcomes import Status
 from grader.core.results import Outcome
 from grader.core.text import printable, xml_safe
-from grader.report.card import encodable_data, junit_suite
+from grader.report.card import junit_suite
 
 
 def notebook_key(notebook: str) -> str:
@@ -42,11 +44,6 @@ def notebook_of(outcome: Outcome) -> str:
 def sort_outcomes(outcomes: Iterable[Outcome]) -> list[Outcome]:
     """The outcomes in canonical order: by notebook path."""
     return sorted(outcomes, key=lambda o: (notebook_key(notebook_of(o)), notebook_of(o)))
-
-
-def to_json_list(outcomes: Iterable[Outcome]) -> str:
-    """A JSON list: each notebook's `--json` object, or its error entry."""
-    return json.dumps(encodable_data([o.to_dict() for o in sort_outcomes(outcomes)]), indent=2)
 
 
 # -- the gradebook -------------------------------------------------------------------------

@@ -3,7 +3,9 @@
     write_gradescope_folder   <slug>.json: Gradescope's results.json of each notebook
     write_output_dir          <slug>.ipynb  the executed notebook, the report appended
                               <slug>.html   the report card
-                              index.html    the cohort: one row per notebook, linked
+                              index.html    the cohort: figures, pictures, hardest tests,
+                                            similar code, every notebook (cohort_page)
+                              cohort.json, grades.csv, tests.csv, similar.csv
 
 Every string from a notebook is HTML-escaped on the pages (and literal in the executed
 notebook's Markdown: `grader.report.card.markdown_literal`).
@@ -13,22 +15,28 @@ from __future__ import annotations
 
 import hashlib
 import html
+import io
 import json
+import os
 import platform
 import re
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
-from urllib.parse import quote
+
+from rich.console import Console
 
 import grader
 from grader.core.outcomes import Status
 from grader.core.results import GradeReport, Outcome
 from grader.core.text import encodable, printable
-from grader.report.card import encodable_data, labelled_bug, to_gradescope, to_html
+from grader.report.card import encodable_data, labelled_bug, render, to_gradescope
+from grader.report.cohort import Cohort, make_cohort, relative_names
+from grader.report.cohort_page import href, index_page, notebook_row, page
 from grader.report.documents import notebook_of, sort_outcomes
 from grader.report.executed import executed_notebook
+from grader.report.theme import card_page
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _MAX_SLUG = 80
@@ -37,12 +45,15 @@ _RESERVED = {"index", "con", "prn", "aux", "nul"}
 _RESERVED |= {f"{port}{n}" for port in ("com", "lpt") for n in range(1, 10)}
 
 
-def slugs(outcomes: Iterable[Outcome]) -> dict[str, str]:
-    """A file name (without extension) for each notebook path (`Outcome.notebook`), made
-    of letters, digits, `.`, `_` and `-`: `subs/alice/hw.ipynb` -> `subs__alice__hw`.
-    Names that would collide (ignoring case) get a suffix from a hash of their path."""
+def slugs(outcomes: Iterable[Outcome], root: str | None = None) -> dict[str, str]:
+    """A file name (without extension) for each notebook path (`Outcome.notebook`): its
+    path relative to `root`, the folder graded (`relative_names`), made of letters,
+    digits, `.`, `_` and `-`: `/tmp/cohort/alice/hw.ipynb` -> `alice__hw`. Names that
+    would collide (ignoring case) get a suffix from a hash of their path."""
+    outcomes = list(outcomes)
+    relative = relative_names(outcomes, root)
     paths = sorted({o.notebook for o in outcomes})
-    base = {path: _slug(path) for path in paths}
+    base = {path: _slug(relative[path]) for path in paths}
     counts = Counter(name.lower() for name in base.values())
     names: dict[str, str] = {}
     taken: set[str] = set()
@@ -88,7 +99,9 @@ def _write(path: Path, text: str) -> None:
 # -- Gradescope ----------------------------------------------------------------------------
 
 
-def write_gradescope_folder(outcomes: Iterable[Outcome], folder: Path) -> None:
+def write_gradescope_folder(
+    outcomes: Iterable[Outcome], folder: Path, root: str | None = None
+) -> None:
     """Write `<slug>.json` for each notebook into `folder` (made if need be): the report's
     `to_gradescope` document, or for a notebook that could not be graded, a zero saying why.
 
@@ -96,7 +109,7 @@ def write_gradescope_folder(outcomes: Iterable[Outcome], folder: Path) -> None:
         OSError: the folder or a file cannot be written.
     """
     outcomes = list(outcomes)
-    names = slugs(outcomes)
+    names = slugs(outcomes, root)
     folder.mkdir(parents=True, exist_ok=True)
     for outcome in sort_outcomes(outcomes):
         text = to_gradescope(outcome.report) if outcome.report else _gradescope_error(outcome)
@@ -124,146 +137,95 @@ def _gradescope_error(outcome: Outcome) -> str:
 # -- --output DIR --------------------------------------------------------------------------
 
 
-def write_output_dir(outcomes: Iterable[Outcome], folder: Path) -> None:
+def write_output_dir(
+    outcomes: Iterable[Outcome],
+    folder: Path,
+    cohort: Cohort | None = None,
+    root: str | None = None,
+    executed: bool = True,
+) -> None:
     """Write into `folder` (made if need be), for each notebook, `<slug>.ipynb` (the
     executed notebook with the report appended; none when the original cannot be read)
-    and `<slug>.html` (the report card, or why it could not be graded); and `index.html`,
-    the cohort's table linking them.
+    and `<slug>.html` (the report card, or why it could not be graded); and the cohort's
+    files: `index.html` (`grader.report.cohort_page`), `cohort.json` (what `--json`
+    writes), `grades.csv` (the gradebook), `tests.csv` (each test's pass rate) and
+    `similar.csv` (the pairs of similar code). Not `executed`: no executed notebooks (a
+    merge of JSON parts has no cell outputs to put in them).
 
     Raises:
         OSError: the folder or a file cannot be written.
     """
-    outcomes = list(outcomes)
-    names = slugs(outcomes)
+    from grader.report.cohort import pairs_csv, tests_csv, to_json_batch
+    from grader.report.documents import to_csv
+
+    outcomes = sort_outcomes(outcomes)
+    cohort = cohort or make_cohort(outcomes)
+    names = slugs(outcomes, root)
+    relative = relative_names(outcomes, root)
     folder.mkdir(parents=True, exist_ok=True)
     rows = []
-    for outcome in sort_outcomes(outcomes):
+    for outcome in outcomes:
         slug = names[outcome.notebook]
-        notebook = executed_notebook(outcome)
+        notebook = executed_notebook(outcome) if executed else None
         if notebook is not None:
             _write(folder / f"{slug}.ipynb", notebook)
         _write(folder / f"{slug}.html", report_page(outcome, slug, notebook is not None))
-        rows.append(_index_row(outcome, slug, notebook is not None))
-    _write(folder / "index.html", _index(outcomes, rows))
+        trouble = index_trouble(outcome.report) if outcome.report else [_why(outcome)]
+        name = relative[outcome.notebook]
+        rows.append(notebook_row(outcome, name, slug, notebook is not None, trouble))
+    files = {
+        "cohort.json": to_json_batch(outcomes, cohort) + "\n",
+        "grades.csv": to_csv(outcomes),
+        "tests.csv": tests_csv(cohort),
+        "similar.csv": pairs_csv(cohort),
+    }
+    for file, text in files.items():
+        _write(folder / file, text)
+    # a pair names a notebook by its report's path
+    shown = {notebook_of(o): relative[o.notebook] for o in outcomes}
+    pages = {notebook_of(o): names[o.notebook] for o in outcomes}
+    graded = root or graded_folder(outcomes)
+    index = index_page(outcomes, cohort, shown, pages, rows, graded, list(files))
+    _write(folder / "index.html", index)
 
 
-_PAGE = """<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>{title}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 2em; }}
-table {{ border-collapse: collapse; width: 100%; }}
-th, td {{ border-bottom: 1px solid #ddd; padding: 0.3em 0.8em; text-align: left;
-  vertical-align: top; overflow-wrap: anywhere; }}
-td.number {{ text-align: right; white-space: nowrap; }}
-tr.error td {{ background: #fde8e8; }}
-tr.full td:first-child {{ border-left: 4px solid #2e7d32; }}
-td small {{ white-space: nowrap; }}
-/* a narrow screen: each row a block, its cells one under the other, links first */
-@media (max-width: 48em) {{
-  body {{ margin: 1em; }}
-  thead {{ display: none; }}
-  table, tbody, tr, td {{ display: block; }}
-  tr {{ border-bottom: 1px solid #ddd; padding: 0.4em 0; }}
-  td, td.number {{ border: none; padding: 0.1em 0.5em; text-align: left; }}
-}}
-</style>
-</head>
-<body>
-{body}
-</body>
-</html>
-"""
+def graded_folder(outcomes: Iterable[Outcome]) -> str:
+    """The folder that holds every notebook of the run."""
+    folders = [os.path.dirname(os.path.abspath(o.notebook)) for o in outcomes]
+    try:
+        return os.path.commonpath(folders) if folders else "."
+    except ValueError:  # on different drives
+        return "(several drives)"
+
+
+def _why(outcome: Outcome) -> str:
+    error = outcome.error.removeprefix(f"{outcome.notebook}: ")  # the row names it
+    return f"could not grade: {error}"
 
 
 _FAULT = {2: ": a problem with the input", 3: ": a bug in the grader or the exercise's suite"}
 
 
 def report_page(outcome: Outcome, slug: str, with_notebook: bool) -> str:
-    """The HTML page of one notebook: its report card (rich's HTML export), or why it
+    """The HTML page of one notebook: its report card (rich's HTML export, in colours that
+    keep WCAG AA contrast in light and in dark mode: `grader.report.theme`), or why it
     could not be graded; with links to the index and the executed notebook."""
-    name = html.escape(printable(notebook_of(outcome)))
     links = '<p><a href="index.html">all notebooks</a>'
     if with_notebook:
-        links += f' · <a href="{_href(slug, "ipynb")}">executed notebook</a>'
+        links += f' · <a href="{href(slug, "ipynb")}">executed notebook</a>'
     links += "</p>"
+    name = printable(notebook_of(outcome))
     if outcome.report is None:
         why = html.escape(printable(outcome.error))
         fault = _FAULT.get(outcome.exit_code, "")
         body = (
-            f"{links}\n<h1>Could not grade {name}</h1>\n<p>{why}</p>\n"
+            f"{links}\n<h1>Could not grade {html.escape(name)}</h1>\n<p>{why}</p>\n"
             f"<p>(exit code {outcome.exit_code}{fault})</p>"
         )
-        return _PAGE.format(title=f"Could not grade {name}", body=body)
-    # rich's template is a format string: a name's braces must reach it doubled.
-    template = _CARD.replace("{title}", _braced(name)).replace("{links}", _braced(links))
-    return to_html(outcome.report, template)
-
-
-def _braced(text: str) -> str:
-    return text.replace("{", "{{").replace("}", "}}")
-
-
-_CARD = """<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>{title}</title>
-<style>
-{stylesheet}
-body {{ color: {foreground}; background-color: {background}; font-family: sans-serif; }}
-</style>
-</head>
-<body>
-{links}
-<pre style="font-family:Menlo,'DejaVu Sans Mono',consolas,'Courier New',monospace"><code style="font-family:inherit">{code}</code></pre>
-</body>
-</html>
-"""
-
-
-def _href(slug: str, extension: str) -> str:
-    return html.escape(quote(f"{slug}.{extension}"))
-
-
-def _index_row(outcome: Outcome, slug: str, with_notebook: bool) -> str:
-    """The notebook first, linking its report (and its executed notebook), then the
-    numbers, the exercise, and what went wrong in at most two lines."""
-    report = outcome.report
-    name = html.escape(printable(notebook_of(outcome)))
-    links = f'<a href="{_href(slug, "html")}">{name}</a>'
-    if with_notebook:
-        links += f'<br><small><a href="{_href(slug, "ipynb")}">executed notebook</a></small>'
-    if report is None:
-        error = outcome.error.removeprefix(f"{outcome.notebook}: ")  # named in the row
-        why = html.escape(printable(f"could not grade: {error}"))
-        return _row("error", [links, "", "", "", "", why])
-    cells = [
-        links,
-        f"{report.score:g}/{report.max_score:g}",
-        html.escape(printable(_reached(report))),
-        f"{report.duration_s:.1f} s",
-        html.escape(printable(report.exercise)),
-        "<br>".join(html.escape(printable(line)) for line in index_trouble(report)),
-    ]
-    return _row("full" if report.full_marks else "lost", cells)
-
-
-def _row(kind: str, cells: list[str]) -> str:
-    numbers = (1, 3)  # score, duration
-    tds = "".join(
-        f'<td class="number">{cell}</td>' if i in numbers else f"<td>{cell}</td>"
-        for i, cell in enumerate(cells)
-    )
-    return f'<tr class="{kind}">{tds}</tr>'
-
-
-def _reached(report: GradeReport) -> str:
-    if not report.level_reached:
-        return "none"
-    return f"{report.level_reached} ({report.level_reached_name})"
+        return page(f"Could not grade {name}", body)
+    console = Console(record=True, width=100, file=io.StringIO())
+    render(outcome.report, console)
+    return card_page(console, f"{name}: report card", links)
 
 
 def index_trouble(report: GradeReport) -> list[str]:
@@ -285,26 +247,21 @@ def index_trouble(report: GradeReport) -> list[str]:
         more = ", ..." if shown and len(failed) > 3 else ""
         parts.append(f"{len(failed)} of {len(report.tests)} tests not passed{shown}{more}")
     if report.cell_errors:
-        cells = ", ".join(f"{c.cell} ({c.kind})" for c in report.cell_errors[:3])
-        parts.append(f"cells that failed: {cells}{', ...' if len(report.cell_errors) > 3 else ''}")
+        parts.append(cells_failed(report))
     if parts:
         lines.append("; ".join(parts))
     return lines
 
 
-def _index(outcomes: list[Outcome], rows: list[str]) -> str:
-    full = sum(o.report is not None and o.report.full_marks for o in outcomes)
-    errors = sum(o.report is None for o in outcomes)
-    summary = (
-        f"{len(outcomes)} notebooks: {full} with full marks, "
-        f"{len(outcomes) - full - errors} with points lost, {errors} could not be graded"
-    )
-    header = "".join(
-        f"<th>{h}</th>"
-        for h in ("notebook", "score", "level reached", "duration", "exercise", "what went wrong")
-    )
-    body = (
-        f"<h1>Grades</h1>\n<p>{summary}</p>\n<table>\n<thead><tr>{header}</tr></thead>\n"
-        "<tbody>\n" + "\n".join(rows) + "\n</tbody>\n</table>"
-    )
-    return _PAGE.format(title="Grades", body=body)
+def cells_failed(report: GradeReport) -> str:
+    """'cell 7 failed (error)', 'cells 7 and 9 failed (error, timeout)', 'cells 3, 4, 5
+    and 2 more failed (...)': which cells of the notebook raised, ran out of time or
+    killed the kernel."""
+    errors = report.cell_errors
+    shown = [str(c.cell) for c in errors[:3]]
+    kinds = ", ".join(dict.fromkeys(str(c.kind) for c in errors))
+    if len(errors) == 1:
+        return f"cell {shown[0]} failed ({kinds})"
+    if len(errors) <= 3:
+        return f"cells {', '.join(shown[:-1])} and {shown[-1]} failed ({kinds})"
+    return f"cells {', '.join(shown)} and {len(errors) - 3} more failed ({kinds})"

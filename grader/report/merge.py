@@ -12,12 +12,11 @@ import csv
 import io
 import json
 import xml.etree.ElementTree as ET
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from grader.core.errors import UsageError
 from grader.core.results import Outcome
 from grader.core.text import printable
-from grader.report.card import encodable_data
 from grader.report.documents import (
     COLUMNS,
     GradebookRow,
@@ -27,6 +26,9 @@ from grader.report.documents import (
     notebook_key,
     notebook_of,
 )
+
+if TYPE_CHECKING:
+    from grader.report.cohort import Cohort
 
 T = TypeVar("T")
 
@@ -38,7 +40,8 @@ def merge_texts(parts: list[tuple[str, str]]) -> tuple[str, str]:
     """Join the documents shards wrote into the one a single run would have written.
 
     Args:
-        parts: (file name, text) of each part: all JSON (a list, or one `--json` object),
+        parts: (file name, text) of each part: all JSON (a batch's `--json` object, one
+            notebook's, or a list of entries),
             all gradebook CSV, or all JUnit XML (`<testsuites>`, or one `<testsuite>`).
 
     Returns:
@@ -95,19 +98,48 @@ def _in_order(entries: list[tuple[str, str, T]]) -> list[T]:
 
 
 def _merge_json(parts: list[tuple[str, str]]) -> str:
+    from grader.report.cohort import to_json_batch
+
+    return to_json_batch(*merged_cohort(parts))
+
+
+def merged_cohort(parts: list[tuple[str, str]]) -> tuple[list[Outcome], Cohort]:
+    """The notebooks of JSON parts, in canonical order, and the cohort's figures computed
+    again over all of them (the pairs with a reference solution, which need its code, as
+    the parts found them).
+
+    Raises:
+        UsageError: a part that is not JSON grade wrote, or a notebook in two parts.
+    """
+    from grader.report.cohort import cohort
+    from grader.report.similarity import REFERENCE, Pair
+
     entries: list[tuple[str, str, Outcome]] = []
+    with_reference: list[Pair] = []
     for name, text in parts:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
             raise UsageError(f"{name}: invalid JSON at line {e.lineno}, column {e.colno}") from None
-        for n, item in enumerate(data if isinstance(data, list) else [data], start=1):
+        if isinstance(data, dict) and isinstance(data.get("notebooks"), list):
+            items, similar = data["notebooks"], data.get("similar", [])
+        else:  # one notebook's --json, or a list of entries
+            items, similar = (data if isinstance(data, list) else [data]), []
+        for n, item in enumerate(items, start=1):
             try:
                 outcome = Outcome.from_dict(item)
             except ValueError as e:
                 raise UsageError(f"{name}: entry {n}: {e}") from None
             entries.append((name, notebook_of(outcome), outcome))
-    return json.dumps(encodable_data([o.to_dict() for o in _in_order(entries)]), indent=2)
+        for n, item in enumerate(similar if isinstance(similar, list) else [], start=1):
+            try:
+                pair = Pair.from_dict(item)
+            except (ValueError, AttributeError) as e:
+                raise UsageError(f"{name}: similar pair {n}: {e}") from None
+            if pair.b == REFERENCE:
+                with_reference.append(pair)
+    outcomes = _in_order(entries)
+    return outcomes, cohort(outcomes, reference_pairs=with_reference)
 
 
 def _merge_csv(parts: list[tuple[str, str]]) -> str:

@@ -4,6 +4,7 @@ elsewhere) and the summary table it ends with."""
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
@@ -19,6 +20,9 @@ from grader.core.results import Outcome
 from grader.core.text import printable
 from grader.report.card import labelled_bug, own_failure
 from grader.run.batch import Events
+
+if TYPE_CHECKING:
+    from grader.report.cohort import Cohort
 
 _FLIGHT_ROWS = 8  # notebooks in flight listed by name; the rest are counted
 
@@ -145,9 +149,13 @@ class Clipped:
         return Measurement.get(console, options, self.text)
 
 
-def render_summary(outcomes: list[Outcome], console: Console, seconds: float) -> None:
+def render_summary(
+    outcomes: list[Outcome], console: Console, seconds: float, cohort: Cohort | None = None
+) -> None:
     """One row per notebook (score, level reached, duration; under the notebook, what went
-    wrong, in at most two lines), then the totals."""
+    wrong, in at most two lines), the totals, then each exercise's figures (scores as
+    percentages of its own maximum: exercises with other maxima are never averaged
+    together) and the pairs of similar code."""
     table = Table(box=box.SIMPLE_HEAD)
     table.add_column("notebook: what went wrong", overflow="fold")
     table.add_column("score", justify="right", no_wrap=True)
@@ -169,15 +177,51 @@ def render_summary(outcomes: list[Outcome], console: Console, seconds: float) ->
     full = sum(o.exit_code == 0 for o in outcomes)
     lost = sum(o.exit_code == 1 for o in outcomes)
     failed = len(outcomes) - full - lost
-    graded = [o.report for o in outcomes if o.report is not None]
     totals = Text.assemble(
         (f"{len(outcomes)} notebooks", "bold"),
         f": {full} full marks, {lost} lost points, {failed} could not be graded",
+        f" · {seconds:.1f} s",
     )
-    if graded:
-        mean = sum(r.score for r in graded) / len(graded)
-        totals.append(f" · mean score {mean:.1f} of the {len(graded)} graded")
-    totals.append(f" · {seconds:.1f} s")
     console.rule("Cohort")
     console.print(Group(table, totals))
+    for line in _cohort_lines(cohort) if cohort is not None else []:
+        console.print(line)
     console.rule()
+
+
+def _cohort_lines(cohort: Cohort) -> list[RenderableType]:
+    """A line per exercise (its notebooks, mean and median as percentages of its maximum,
+    full marks, the hardest test), then the similar pairs."""
+    lines: list[RenderableType] = []
+    for e in cohort.exercises:
+        line = Text.assemble(
+            (e.id, "bold"),
+            f": {e.notebooks} notebook{'s' * (e.notebooks != 1)}, mean {e.mean_percent:.0f}% "
+            f"({e.mean_score:.1f} of {e.max_score:g}), median {e.median_percent:.0f}%, "
+            f"{e.full_marks} full marks",
+        )
+        hardest = next((t for t in e.tests if t.passed < t.taken), None)
+        if hardest is not None:
+            line.append(f"; hardest test {hardest.id} ({hardest.passed} of {hardest.taken})")
+        lines.append(line)
+    percent = f"{100 * cohort.threshold:.0f}%"
+    if cohort.pairs:
+        lines.append(
+            Text(
+                f"similar code ({percent} or more; --output's index.html shows the lines):", "bold"
+            )
+        )
+        for pair in cohort.pairs:
+            lines.append(
+                Text(
+                    printable(
+                        f"  {pair.similarity:>4.0%}  {pair.a}  ~  {pair.b}  ({pair.exercise})"
+                    )
+                )
+            )
+    else:
+        compared = sum(e.compared for e in cohort.exercises)
+        lines.append(
+            Text(f"similar code: no pair at {percent} or more ({compared} notebooks compared)")
+        )
+    return lines

@@ -10,6 +10,7 @@ Outputs and execution counts are cleared; the exercise id stays in the metadata.
 from __future__ import annotations
 
 import copy
+import json
 import os
 import re
 from pathlib import Path
@@ -24,6 +25,7 @@ BEGIN = re.compile(r"^(?P<indent>\s*)# BEGIN SOLUTION(?P<message>.*)$")
 END = re.compile(r"^\s*# END SOLUTION\s*$")
 SOLUTION_ONLY = "grader:solution-only"
 DEFAULT_MESSAGE = "replace this line with your implementation"
+REFERENCE = "reference.json"  # in each exercise's folder: see `reference_text`
 
 
 def stub_source(source: str, where: str = "<cell>") -> str:
@@ -76,18 +78,35 @@ def build_scaffolds(root: Path, check: bool = False) -> list[str]:
         solution = read_notebook(path).node
         if not solution.metadata.get("grader", {}).get("exercise"):
             raise NotebookError(path, "metadata has no grader.suite.exercise id")
-        text = nbformat.writes(scaffold(solution, str(path))) + "\n"
-        target = root / "notebooks" / path.name
-        current = target.read_text() if target.exists() else None
-        if current == text:
-            continue
-        if check:
-            lines.append(f"{target}: out of date with {path}; run `grade build`")
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text)
-            lines.append(f"wrote {target}")
+        made = scaffold(solution, str(path))
+        targets = [(root / "notebooks" / path.name, nbformat.writes(made) + "\n")]
+        folder = root / "exercises" / solution.metadata["grader"]["exercise"]
+        if folder.is_dir():  # what the copy check compares (grader.report.similarity)
+            targets.append((folder / REFERENCE, reference_text(solution, made)))
+        for target, text in targets:
+            current = target.read_text() if target.exists() else None
+            if current == text:
+                continue
+            if check:
+                lines.append(f"{target}: out of date with {path}; run `grade build`")
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text)
+                lines.append(f"wrote {target}")
     return lines
+
+
+def reference_text(solution: nbformat.NotebookNode, made: nbformat.NotebookNode) -> str:
+    """An exercise's `reference.json`: the lines of its scaffold's code cells (what every
+    candidate is given) and the solution's own code (its lines not in the scaffold)."""
+    from grader.verdict.own_code import own_code
+
+    given = [
+        line for cell in made.cells if cell.cell_type == "code" for line in cell.source.splitlines()
+    ]
+    cells = [(i, c.source) for i, c in enumerate(solution.cells) if c.cell_type == "code"]
+    solution_code = [[c.cell, c.line, c.text] for c in own_code(cells, given)]
+    return json.dumps({"scaffold": given, "solution": solution_code}, indent=0) + "\n"
 
 
 def _build_index(root: Path, check: bool) -> list[str]:
@@ -112,7 +131,12 @@ def build_project(root: Path, check: bool, jobs: int = 0) -> tuple[list[str], bo
     its exercises (those in root/exercises), then what `corpus_warnings` says of each
     corpus, and why an exercise folder cannot be loaded. Returns the lines to print and
     whether anything is out of date or broken (only broken, when writing)."""
-    from grader.suite.exercise import builtin_exercises, load_catalog, use_exercises
+    from grader.suite.exercise import (
+        builtin_exercises,
+        load_catalog,
+        not_instrumentable,
+        use_exercises,
+    )
     from grader.tools.hints import corpus_warnings, stale_hints, write_hints
 
     folder = (root / "exercises").resolve()
@@ -135,5 +159,12 @@ def build_project(root: Path, check: bool, jobs: int = 0) -> tuple[list[str], bo
     lines += [f"warning: {line}" for e in ours for line in corpus_warnings(e)]
     # an exercise of this project that cannot be loaded builds nothing: said, and a failure
     broken = [p for name, p in sorted(catalog.broken.items()) if (folder / name).is_dir()]
+    # what loading a suite leaves unchecked: the entries of modules not imported then
+    broken += [
+        f"{e.id}: Watch.instrument entry {entry!r}: {problem}"
+        for e in ours
+        for entry in e.watch.instrument
+        if (problem := not_instrumentable(entry, load=True))
+    ]
     lines += [f"error: {problem}" for problem in broken]
     return lines, stale or bool(broken)

@@ -39,9 +39,10 @@ DEFAULT_OUTPUT = "autograder.zip"
 SOURCE = "grader-src"  # the grader's source, in the zip
 EXTRA = "exercises"  # the extra exercise folder, in the zip
 PROJECT_FILES = ("pyproject.toml", "README.md", "constraints.txt")
-# caches, compiled and hidden files, and notebooks: grading reads none, and an exercise's
-# folder may hold whole correct solutions (its corpus's notebook variants)
-_SKIPPED = re.compile(r"^(\..*|__pycache__|.*\.pyc|.*\.egg-info|.*\.ipynb)$")
+# caches, compiled and hidden files, notebooks and reference.json: grading reads none, and
+# an exercise's folder may hold whole correct solutions (its corpus's notebook variants,
+# and the reference solution's code that the cohort's copy check compares against)
+_SKIPPED = re.compile(r"^(\..*|__pycache__|.*\.pyc|.*\.egg-info|.*\.ipynb|reference\.json)$")
 _TORCH_PIN = re.compile(r"^\s*torch\s*==\s*([^\s;#]+)", re.MULTILINE)
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip can hold
 

@@ -12,7 +12,7 @@ import grader
 from grader.core.notebook import Notebook
 from grader.core.outcomes import Status
 from grader.core.records import Finding, Kind
-from grader.core.results import CellError, CutOutput, GradeReport
+from grader.core.results import CellError, CodeLine, CutOutput, GradeReport
 from grader.kernel.cells import CellRun
 from grader.suite.exercise import Exercise, suite_hash
 from grader.verdict.score import headlines, summarise, void
@@ -91,7 +91,17 @@ def build_report(
         root_cause=cause,
         own_failures=own,
         hints=[] if wrong else hints(exercise, tests, voided),
+        own_code=_own_code(exercise, notebook),
     )
+
+
+def _own_code(exercise: Exercise, notebook: Notebook) -> list[CodeLine]:
+    """The candidate's code that is not the scaffold's, for the cohort's copy check (none
+    where the exercise has no reference.json to say what the scaffold is)."""
+    from grader.verdict.own_code import own_code, read_reference
+
+    reference = read_reference(exercise.folder) if exercise.folder else None
+    return own_code(notebook.code_cells, reference.scaffold) if reference else []
 
 
 def with_source_notes(
