@@ -206,3 +206,36 @@ def test_the_card_colours_meet_aa_in_both_modes():
         for colour in set(__import__("re").findall(r"#([0-9a-f]{6})", fixed)):
             rgb = tuple(int(colour[i : i + 2], 16) for i in (0, 2, 4))
             assert contrast(rgb, theme.background_color) >= AA, (colour, theme)
+
+
+@pytest.mark.kernel
+def test_the_index_names_the_cell_that_kept_tests_from_running(outcomes):
+    from dataclasses import replace
+
+    from grader.core.outcomes import Status
+    from grader.core.results import RootCause
+    from grader.report.folders import index_trouble
+
+    cause = RootCause(4, Status.ERROR, "SyntaxError: '(' was never closed", line=13, blocked=41)
+    report = replace(outcomes["dave"].report, root_cause=cause)
+    first, second = index_trouble(report)
+    assert first == "cell 4, line 13: SyntaxError: '(' was never closed (41 tests blocked)"
+    assert second.startswith("41 of 41 tests not passed;")  # no test names: the cause says why
+    assert second.endswith("failed (error)")  # "cell 8 failed (error)", not "cells that failed"
+
+
+@pytest.mark.kernel
+def test_the_candidate_s_html_report_keeps_aa_contrast_in_both_modes(outcomes):
+    import re
+
+    from grader.report.card import to_html
+
+    page = to_html(outcomes["carol"].report)
+    light, dark = page.split("@media (prefers-color-scheme: dark)")
+    for sheet, theme in ((light, LIGHT), (dark, DARK)):
+        colours = set(re.findall(r"(?<![-\w])color: #([0-9a-f]{6})", sheet))
+        assert colours, "no text colour found"
+        for colour in colours:
+            rgb = tuple(int(colour[i : i + 2], 16) for i in (0, 2, 4))
+            assert contrast(rgb, theme.background_color) >= AA - 0.01, (colour, theme)
+    assert "#00ff00" not in page

@@ -624,15 +624,15 @@ def to_markdown(report: GradeReport) -> str:
     return "\n".join(lines)
 
 
-def to_html(report: GradeReport, template: str | None = None) -> str:
-    """The report card as a standalone HTML page (rich's export: every character of
-    candidate text escaped, styles inline), in rich's default page or `template` (rich's
-    `code_format`)."""
+def to_html(report: GradeReport, links: str = "") -> str:
+    """The report card as a standalone HTML page: rich's export (every character of
+    candidate text escaped) in colours that keep WCAG AA contrast in light and dark mode
+    (`grader.report.theme`); `links`: HTML put above the card."""
+    from grader.report.theme import card_page
+
     console = Console(record=True, width=100, file=io.StringIO())
     render(report, console)
-    if template is None:
-        return console.export_html(inline_styles=True)
-    return console.export_html(inline_styles=True, code_format=template)
+    return card_page(console, f"{printable(report.notebook)}: report card", links)
 
 
 def for_candidate(report: GradeReport, reveal: int) -> GradeReport:

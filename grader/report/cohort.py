@@ -31,12 +31,11 @@ from grader.core.text import printable
 from grader.report.card import encodable_data
 from grader.report.documents import notebook_of, sort_outcomes, spreadsheet_safe
 from grader.report.similarity import (
-    MIN_FINGERPRINTS,
     REFERENCE,
     THRESHOLD,
     Pair,
-    compare,
-    fingerprint,
+    comparable,
+    compare_fingerprints,
 )
 
 _BUGS_SHOWN = 2  # likely bugs listed per test
@@ -164,8 +163,9 @@ class Cohort:
         }
 
 
-def exercise_stats(reports: Sequence[GradeReport]) -> ExerciseStats:
-    """The figures of one exercise's reports (in canonical order)."""
+def exercise_stats(reports: Sequence[GradeReport], compared: int = 0) -> ExerciseStats:
+    """The figures of one exercise's reports (in canonical order); `compared`: how many
+    had enough code of their own for the copy check."""
     first = reports[0]
     failing: dict[str, list[GradeReport]] = defaultdict(list)
     taken: Counter[str] = Counter()
@@ -188,7 +188,6 @@ def exercise_stats(reports: Sequence[GradeReport]) -> ExerciseStats:
             passed[test_id], taken[test_id], common,
         )  # fmt: skip
         rates.append((rate.rate, test.level, order, rate))
-    compared = sum(len(fingerprint(r.own_code)) >= MIN_FINGERPRINTS for r in reports)
     return ExerciseStats(
         first.exercise,
         first.title,
@@ -217,13 +216,19 @@ def cohort(
             by_exercise[outcome.report.exercise].append(outcome.report)
     pairs = [] if references is not None else list(reference_pairs)
     code: dict[str, Sequence[CodeLine]] = {}
+    stats = []
     for exercise, reports in sorted(by_exercise.items()):
         sides = {r.notebook: r.own_code for r in reports}
         code.update(sides)
-        pairs += compare(exercise, sides, threshold, (references or {}).get(exercise, ()))
+        prints = comparable(sides)
+        stats.append(exercise_stats(reports, len(prints)))
+        reference = (references or {}).get(exercise, ())
+        if reference:
+            prints.update(comparable({REFERENCE: reference}))
+        pairs += compare_fingerprints(exercise, prints, threshold)
     pairs.sort(key=lambda p: (p.exercise, -round(p.similarity, 3), p.a, p.b))
     return Cohort(
-        tuple(exercise_stats(reports) for _, reports in sorted(by_exercise.items())),
+        tuple(stats),
         tuple(pairs),
         len(outcomes),
         sum(o.report is None for o in outcomes),
@@ -264,12 +269,7 @@ def relative_names(outcomes: Iterable[Outcome], root: str | None = None) -> dict
     paths = sorted({o.notebook for o in outcomes} | {notebook_of(o) for o in outcomes})
     if not paths:
         return {}
-    if root is None:
-        try:
-            root = os.path.commonpath([os.path.dirname(os.path.abspath(p)) for p in paths])
-        except ValueError:  # on different drives
-            return {p: p for p in paths}
-    base = os.path.abspath(root)
+    base = os.path.abspath(root or common_folder(paths))
     names = {}
     for path in paths:
         full = os.path.abspath(path)
@@ -281,11 +281,19 @@ def relative_names(outcomes: Iterable[Outcome], root: str | None = None) -> dict
 def graded_root(paths: Sequence[str]) -> str:
     """The folder a run's notebooks are named relative to: the folder given (or the common
     folder of those given; a file counts as its folder), the same for every shard of it."""
-    folders = [p if os.path.isdir(p) else os.path.dirname(p) or "." for p in paths]
+    return common_folder([os.path.join(p, "") if os.path.isdir(p) else p for p in paths])
+
+
+def common_folder(paths: Sequence[str]) -> str:
+    """The folder that holds every file of `paths` (a path ending in a separator is a
+    folder); on different drives, the first one's."""
+    folders = [
+        os.path.dirname(os.path.abspath(p) + (os.sep if p.endswith(os.sep) else "")) for p in paths
+    ] or [os.getcwd()]
     try:
-        return os.path.commonpath([os.path.abspath(f) for f in folders])
+        return os.path.commonpath(folders)
     except ValueError:  # on different drives
-        return os.path.abspath(folders[0])
+        return folders[0]
 
 
 # -- the cohort's documents -----------------------------------------------------------

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import html
-import io
 import json
-import os
 import platform
 import re
 import unicodedata
@@ -25,18 +23,15 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from rich.console import Console
-
 import grader
 from grader.core.outcomes import Status
 from grader.core.results import GradeReport, Outcome
 from grader.core.text import encodable, printable
-from grader.report.card import encodable_data, labelled_bug, render, to_gradescope
-from grader.report.cohort import Cohort, make_cohort, relative_names
+from grader.report.card import encodable_data, labelled_bug, to_gradescope, to_html
+from grader.report.cohort import Cohort, common_folder, make_cohort, relative_names
 from grader.report.cohort_page import href, index_page, notebook_row, page
 from grader.report.documents import notebook_of, sort_outcomes
 from grader.report.executed import executed_notebook
-from grader.report.theme import card_page
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _MAX_SLUG = 80
@@ -184,18 +179,9 @@ def write_output_dir(
     # a pair names a notebook by its report's path
     shown = {notebook_of(o): relative[o.notebook] for o in outcomes}
     pages = {notebook_of(o): names[o.notebook] for o in outcomes}
-    graded = root or graded_folder(outcomes)
+    graded = root or common_folder([o.notebook for o in outcomes])
     index = index_page(outcomes, cohort, shown, pages, rows, graded, list(files))
     _write(folder / "index.html", index)
-
-
-def graded_folder(outcomes: Iterable[Outcome]) -> str:
-    """The folder that holds every notebook of the run."""
-    folders = [os.path.dirname(os.path.abspath(o.notebook)) for o in outcomes]
-    try:
-        return os.path.commonpath(folders) if folders else "."
-    except ValueError:  # on different drives
-        return "(several drives)"
 
 
 def _why(outcome: Outcome) -> str:
@@ -223,16 +209,16 @@ def report_page(outcome: Outcome, slug: str, with_notebook: bool) -> str:
             f"<p>(exit code {outcome.exit_code}{fault})</p>"
         )
         return page(f"Could not grade {name}", body)
-    console = Console(record=True, width=100, file=io.StringIO())
-    render(outcome.report, console)
-    return card_page(console, f"{name}: report card", links)
+    return to_html(outcome.report, links)
 
 
 def index_trouble(report: GradeReport) -> list[str]:
     """What went wrong, in at most two lines: what to read first (no credit, the likely
-    bug, or a missing package), then the tests not passed (the first few, when no likely
-    bug explains them) and the cells that failed. The rest is on the notebook's page."""
+    bug, a missing package, or the cell that kept tests from running), then the tests not
+    passed (the first few, when nothing above explains them) and the cells that failed.
+    The rest is on the notebook's page."""
     lines = []
+    cause = report.root_cause
     if any(f.voids for f in report.integrity):
         lines.append("no credit: the notebook reached for the grader itself")
     elif report.hints:
@@ -240,10 +226,14 @@ def index_trouble(report: GradeReport) -> list[str]:
     elif report.headlines:
         others = len(report.headlines) - 1
         lines.append(report.headlines[0] + (f" (+{others} more)" if others else ""))
+    elif cause:
+        where = f"cell {cause.cell}" + (f", line {cause.line}" if cause.line else "")
+        lines.append(f"{where}: {cause.message or cause.kind} ({cause.blocked} tests blocked)")
     parts = []
     failed = [t for t in report.tests if t.status != Status.PASSED]
     if failed:
-        shown = "" if report.hints else ": " + ", ".join(t.id for t in failed[:3])
+        explained = report.hints or cause
+        shown = "" if explained else ": " + ", ".join(t.id for t in failed[:3])
         more = ", ..." if shown and len(failed) > 3 else ""
         parts.append(f"{len(failed)} of {len(report.tests)} tests not passed{shown}{more}")
     if report.cell_errors:

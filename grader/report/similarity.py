@@ -247,10 +247,20 @@ def compare(
     """The pairs of `sides` (notebook -> own code, one exercise), and each side against the
     `reference` solution's own code, whose similarity is at least `threshold`; the most
     similar first. A side with fewer than `MIN_FINGERPRINTS` fingerprints is left out."""
+    prints = comparable({**sides, REFERENCE: reference} if reference else sides)
+    return compare_fingerprints(exercise, prints, threshold)
+
+
+def comparable(sides: Mapping[str, Sequence[CodeLine]]) -> dict[str, Fingerprints]:
+    """The fingerprints of the sides with at least `MIN_FINGERPRINTS` of them."""
     prints = {name: fingerprint(code) for name, code in sides.items()}
-    if reference:
-        prints[REFERENCE] = fingerprint(reference)
-    prints = {name: fp for name, fp in prints.items() if len(fp) >= MIN_FINGERPRINTS}
+    return {name: fp for name, fp in prints.items() if len(fp) >= MIN_FINGERPRINTS}
+
+
+def compare_fingerprints(
+    exercise: str, prints: Mapping[str, Fingerprints], threshold: float = THRESHOLD
+) -> list[Pair]:
+    """`compare`, on sides already fingerprinted (`comparable`)."""
     holders: dict[int, list[str]] = defaultdict(list)
     for name, fp in prints.items():
         for h in fp.hashes:
