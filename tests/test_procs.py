@@ -106,3 +106,22 @@ def test_nothing_to_kill_returns_at_once():
 def test_the_caller_and_its_ancestors_are_spared():
     mine = {os.getpid(), os.getppid()}
     assert procs.kill_until_none(lambda: set(mine), bound=1) == set()
+
+
+def test_a_kernel_pid_given_to_another_process_is_spared():
+    """A kernel's line is known by pid and start time: once the system has given the number
+    to another process (a walking process goes through the pids in seconds), say another
+    grading's new kernel, killing the old kernel's line leaves that one alone."""
+    from grader.kernel.process import kill_all
+
+    other = subprocess.Popen(["sleep", "300"])
+    try:
+        start = procs.started(other.pid)
+        assert start is not None and procs.identities((other.pid,)) == {other.pid: start}
+        kill_all("no-such-session", {other.pid: start - 1})  # the number, an older process
+        assert other.poll() is None
+        kill_all("no-such-session", {other.pid: start})  # the process itself
+        assert not procs.alive(other.pid)  # (and reaped by kill_all, as its parent's)
+    finally:
+        other.kill()
+        other.wait()

@@ -142,6 +142,7 @@ class KernelProcess:
         self.timeout = limits.cell_timeout
         self.reply: dict[str, Any] | None = None
         self.group: Path | None = None  # the kernel's memory cgroup, if one could be made
+        self.line: dict[int, int] = {}  # the kernel's line as launched: pid -> start time
 
     @property
     def running(self) -> bool:
@@ -218,6 +219,7 @@ class KernelProcess:
         except Exception as e:
             self.stop()
             raise KernelStartError(f"could not start the kernel: {one_line(e)}") from None
+        self.line = procs.identities(self.pids)
         self.channel.launched(self.pid, self._alive)
         procs.register_kernel(self.token, *self.pids)
 
@@ -335,10 +337,12 @@ class KernelProcess:
         """Kill the kernel and every process with the session's token (whether or not this
         kernel is running now: a start cut short leaves processes with our token)."""
         with held():
-            client, pids = self.client, self.pids
+            client = self.client
+            line = self.line or procs.identities(self.pids)  # a start cut short: as it is now
             self.client = None
             self.serving = ""
-            kill_all(self.token, pids)
+            self.line = {}
+            kill_all(self.token, line)
             procs.forget_kernel(self.token)
             memory.remove_group(self.group)
             self.group = None
@@ -418,13 +422,20 @@ class KernelProcess:
         self.reply = execute_reply
 
 
-def kill_all(token: str, kernel_pids: tuple[int, ...] = ()) -> None:
-    """Kill, until none is left, the kernel's line (`KernelProcess.pids`) and every
-    process with the session's token, below the kernel, or orphaned below us."""
+def kill_all(token: str, kernel_line: dict[int, int] | None = None) -> None:
+    """Kill, until none is left, the kernel's line (`KernelProcess.line`: pids with their
+    start times, so that a number the system has since given to another process, say
+    another grading's new kernel, is left alone) and every process with the session's
+    token, below the kernel, or orphaned below us."""
+    kernel_line = kernel_line or {}
 
     def find() -> set[int]:
         parents = procs.parent_map()  # one look at /proc for all three questions
-        line = {pid for pid in kernel_pids if pid in parents}
+        line = {
+            pid
+            for pid, start in kernel_line.items()
+            if pid in parents and procs.started(pid) == start
+        }
         found = procs.tagged(token) | procs.adopted(token, parents) | line
         return found | procs.descendants(*line, parents=parents)
 

@@ -113,6 +113,23 @@ def command_line(pid: int, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def started(pid: int) -> int | None:
+    """When `pid` started (clock ticks after boot), to tell it from a later process given
+    the same number (a process that keeps forking goes through the pids in seconds);
+    None once it is gone."""
+    fields = _stat_fields(pid)
+    try:
+        return int(fields[19]) if fields and fields[0] != b"Z" else None
+    except (IndexError, ValueError):
+        return None
+
+
+def identities(pids: tuple[int, ...]) -> dict[int, int]:
+    """Each live pid's start time (`started`): which processes the numbers stand for now."""
+    found = {pid: started(pid) for pid in pids}
+    return {pid: start for pid, start in found.items() if start is not None}
+
+
 def alive(pid: int) -> bool:
     """True while `pid` exists and is not a zombie."""
     return _state(pid) not in (b"", b"Z")

@@ -296,7 +296,12 @@ class Session:
             left = self.deadline + WATCHDOG_GRACE - time.monotonic()
             if left <= 0:
                 process = self._process
-                kill_all(self._token, process.pids if process is not None else ())
+                kill_all(
+                    self._token,
+                    (process.line or procs.identities(process.pids))
+                    if process is not None
+                    else None,
+                )
                 left = 1.0  # past the deadline: look again in a second, until closed
             ready, _, _ = select.select([self._records, self._wake_r], [], [], left)
             if self._wake_r in ready and b"x" in os.read(self._wake_r, 64):

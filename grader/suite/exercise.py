@@ -150,6 +150,10 @@ class Exercise:
     watch: Watch = Watch()
     # import names (top level) the candidate may use besides torch and the standard library
     packages: tuple[str, ...] = DEFAULT_PACKAGES
+    # what an interviewer picks by: topics (`grade list --tag backward`), and the minutes a
+    # candidate needs (how long its independent solution took to write, rounded); 0: unknown
+    tags: tuple[str, ...] = ()
+    minutes: int = 0
     checks: list[Check] = field(default_factory=list)
     folder: Path | None = None  # where the catalog found it
     # what `--profile` times and measures against torch (see grader.run.profile.Profiled);
