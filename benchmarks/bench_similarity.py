@@ -4,11 +4,12 @@ and what it costs.
 Within each exercise:
 
 - independent: every pair of solutions written apart: the reference solution, the
-  corpus's notebook variants (`variants/*.ipynb`, written from the scaffold alone) and the
+  corpus's `variants/independent.ipynb` (written from the scaffold alone) and the
   notebooks in benchmarks/similarity/notebooks/<exercise>/ (written the same way). None may
   be flagged: a flagged pair here is a false positive.
-- edits: each correct variant of the corpus that is an edit of the reference (`Variant`
-  with old/new), against the reference: the same code with one change, so a copy.
+- edits: each correct variant of the corpus written by the reference's author (`Variant`
+  with old/new, or a notebook variant other than `independent`), against the reference:
+  the same code with changes, so a copy.
 - disguised: each independent solution and the reference against itself copied with every
   name it binds renamed, comments and docstrings removed, the code reformatted and its
   functions in reverse order within each cell (`disguise`): copies that should be flagged.
@@ -143,7 +144,12 @@ def edit_variants(exercise: str) -> list[tuple[str, list[tuple[int, str]]]]:
     solution = code_cells(ROOT / "solutions" / f"{exercise}.ipynb")
     out = []
     for variant in corpus.variants:
-        if variant.notebook or variant.old == "":
+        if variant.notebook:
+            if Path(variant.notebook).stem != "independent":  # the reference's author's
+                folder = ROOT / "exercises" / exercise
+                out.append((variant.name, code_cells(folder / variant.notebook)))
+            continue
+        if variant.old == "":
             continue
         cells = [(i, s.replace(variant.old, variant.new, 1)) for i, s in solution]
         out.append((variant.name, cells))
@@ -152,8 +158,9 @@ def edit_variants(exercise: str) -> list[tuple[str, list[tuple[int, str]]]]:
 
 def independents(exercise: str) -> dict[str, list[tuple[int, str]]]:
     found = {"reference": code_cells(ROOT / "solutions" / f"{exercise}.ipynb")}
-    for path in sorted((ROOT / "exercises" / exercise / "variants").glob("*.ipynb")):
-        found[f"variants/{path.stem}"] = code_cells(path)
+    written_apart = ROOT / "exercises" / exercise / "variants" / "independent.ipynb"
+    if written_apart.is_file():
+        found["variants/independent"] = code_cells(written_apart)
     for path in sorted((NOTEBOOKS / exercise).glob("*.ipynb")):
         found[f"bench/{path.stem}"] = code_cells(path)
     return found

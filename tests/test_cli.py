@@ -130,6 +130,29 @@ def test_list_prints_the_catalog(capsys):
     assert packages["bpe"] == []  # an exercise that allows the standard library alone
 
 
+def test_list_carries_tags_and_minutes_and_filters_by_tag(capsys):
+    _, out, _ = _run(capsys, "list", "--json")
+    everything = json.loads(out)
+    assert all(r["tags"] and r["minutes"] > 0 for r in everything)
+    code, out, _ = _run(capsys, "list", "--json", "--tag", "attention", "--tag", "positional")
+    picked = json.loads(out)
+    assert code == 0 and {"rope", "alibi"} <= {r["id"] for r in picked}
+    assert all({"attention", "positional"} <= set(r["tags"]) for r in picked)
+    assert len(picked) < len(everything)
+    code, out, _ = _run(capsys, "list", "--json", "--max-minutes", "30")
+    short = json.loads(out)
+    assert code == 0 and short and all(r["minutes"] <= 30 for r in short)
+    code, out, _ = _run(capsys, "list", "--tag", "attention")
+    assert code == 0 and "mha_interview" in out and "bpe" not in out and "attention" in out
+
+
+def test_list_names_the_tags_there_are_for_an_unknown_one(capsys):
+    code, out, err = _run(capsys, "list", "--tag", "nonsense")
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert "no exercise is tagged 'nonsense'; tags: " in err and "attention" in err
+
+
 @pytest.fixture
 def broken_exercises(tmp_path, monkeypatch):
     """The catalog is a package of `alpha`, mha_interview (the real one) and broken folders."""

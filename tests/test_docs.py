@@ -227,3 +227,42 @@ def test_the_authoring_reference_copies_the_real_signatures():
         f"docs/authoring.md, {REFERENCE[3:]!r}, lacks these signatures as the code has "
         "them (annotations left out): " + "; ".join(wrong)
     )
+
+
+def _table_rows(page: Path, header: str) -> dict[str, list[str]]:
+    """The rows of the Markdown table whose header line starts with `header`, by their
+    first cell (backquotes dropped)."""
+    lines = page.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    rows = {}
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0].strip("`")] = cells[1:]
+    return rows
+
+
+def _catalog() -> dict[str, dict]:
+    import json
+
+    index = json.loads((ROOT / "exercises" / "catalog.json").read_text())
+    return {row["id"]: row for row in index["rows"]}
+
+
+def test_the_readme_catalog_table_matches_the_catalog():
+    rows = _table_rows(ROOT / "README.md", "| id | tests | points |")
+    catalog = _catalog()
+    assert sorted(rows) == sorted(catalog)
+    for id, (tests, points, *_) in rows.items():
+        assert (int(tests), float(points)) == (catalog[id]["tests"], catalog[id]["points"]), id
+
+
+def test_the_usage_catalog_table_lists_every_exercise_with_its_topics_and_time():
+    rows = _table_rows(DOCS / "usage.md", "| id | topics | minutes |")
+    catalog = _catalog()
+    assert sorted(rows) == sorted(catalog)
+    for id, (topics, minutes, tests, points, *_) in rows.items():
+        row = catalog[id]
+        assert topics == ", ".join(row["tags"]) and int(minutes) == row["minutes"], id
+        assert (int(tests), float(points)) == (row["tests"], row["points"]), id

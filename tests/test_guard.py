@@ -19,6 +19,7 @@ from grader.exercises._attention import ATTENTION
 from grader.kernel import Session
 from grader.kernel.launch import environment_changes, grader_folders
 from grader.kernel.sandbox import kernel_path
+from grader.suite.exercise import Watch
 from grader.suite.handle import Kernel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,11 +97,14 @@ def test_grader_folders_cover_the_package_suites_and_solutions():
 # -- the guard in a real kernel ----------------------------------------------------------
 
 
-def run(*cells: str, sandbox: bool = False, call: str | None = None) -> tuple[Session, object]:
-    """Run the cells in a fresh kernel, then call the notebook's function `call`."""
+def run(
+    *cells: str, sandbox: bool = False, call: str | None = None, watch: Watch = ATTENTION
+) -> tuple[Session, object]:
+    """Run the cells in a fresh kernel watching `watch`, then call the notebook's function
+    `call`."""
     sources = list(enumerate(cells))
     with Session(sources, Limits(cell_timeout=20, call_timeout=20, sandbox=sandbox)) as session:
-        session.prepare(ATTENTION.kernel_config())
+        session.prepare(watch.kernel_config())
         answer = Kernel(session).get(call)() if call else None
         session.findings  # noqa: B018 (read while the kernel is alive)
     return session, answer
@@ -138,6 +142,24 @@ def test_a_builtin_run_from_another_thread_is_seen():
     assert answer.shape == (1, 2, 3, 4)
     assert "scaled_dot_product_attention" in session.seen
     assert "started a thread during a hidden test" in kinds(session)["note"]
+
+
+@pytest.mark.kernel
+def test_a_pattern_matching_ops_the_dispatcher_lacks_still_watches_the_others():
+    """Python lists overloads of aten::dequantize (tensor, list, any) that the dispatcher
+    has no entry for: the watch skips them, and still sees the op from a worker thread."""
+    watch = Watch(what="quantization", dispatch_pattern="quantize")
+    session, answer = run(
+        "import threading, torch\n"
+        "def f():\n    out = []\n"
+        "    q = torch.quantize_per_tensor(torch.ones(3), 0.5, 0, torch.qint8)\n"
+        "    t = threading.Thread(target=lambda: out.append(q.dequantize()))\n"
+        "    t.start(); t.join()\n    return out[0]",
+        call="f",
+        watch=watch,
+    )
+    assert answer.tolist() == [1.0, 1.0, 1.0]
+    assert "dequantize" in session.seen
 
 
 @pytest.mark.kernel

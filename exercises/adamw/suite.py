@@ -59,6 +59,8 @@ del name, function
 
 exercise = Exercise(
     id="adamw",
+    tags=("optimization",),
+    minutes=40,
     title="AdamW optimizer (decoupled weight decay), from scratch",
     seed="-",
     levels=[

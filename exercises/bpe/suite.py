@@ -13,7 +13,6 @@ compared on ASCII text outside its own tests (a character cut across tokens is t
 
 from __future__ import annotations
 
-import ast
 import copy
 from typing import Any
 
@@ -23,6 +22,7 @@ from grader.suite import checks
 from grader.suite import library as lib
 from grader.suite.exercise import Exercise, Watch
 from grader.suite.handle import call_step
+from grader.suite.integrity import require_no_library
 
 TRAIN, TOKENIZER = "train_bpe", "Tokenizer"
 # Tokenizer libraries: the kernel cannot import them (only the standard library and torch
@@ -31,6 +31,8 @@ LIBRARIES = ("tiktoken", "tokenizers", "sentencepiece", "transformers", "minbpe"
 
 exercise = Exercise(
     id="bpe",
+    tags=("tokenization",),
+    minutes=75,
     title="Byte-level BPE: training, encoding and decoding, from scratch",
     seed="-",
     levels=[
@@ -326,46 +328,9 @@ def arguments_are_left_unchanged(kernel):
 # ---------------------------------------------------------------- from scratch
 
 
-def _importer(func: ast.expr) -> bool:
-    """`__import__` or `import_module` (importlib's), however it is reached."""
-    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-    return name in ("__import__", "import_module")
-
-
-def library_imports(sources: list[str]) -> list[str]:
-    """'cell 3, line 2: imports tiktoken' for each import of a tokenizer library: import
-    statements, and __import__ / importlib.import_module with a constant name."""
-    found = []
-    for number, source in enumerate(sources, start=1):
-        cell = getattr(source, "number", number)
-        lines = [("" if line.lstrip()[:1] in ("%", "!") else line) for line in source.split("\n")]
-        try:
-            tree = ast.parse("\n".join(lines))
-        except SyntaxError:
-            continue
-        for node in ast.walk(tree):
-            names: list[str] = []
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                names = [node.module]
-            elif isinstance(node, ast.Call) and node.args and _importer(node.func):
-                first = node.args[0]
-                if isinstance(first, ast.Constant) and isinstance(first.value, str):
-                    names = [first.value]
-            for name in names:
-                if name.partition(".")[0] in LIBRARIES:
-                    line = getattr(node, "lineno", 0)
-                    found.append(f"cell {cell}, line {line}: imports {name}")
-                    break
-    return found
-
-
 @exercise.check("from scratch")
 def no_tokenizer_library(kernel):
     """The notebook imports no tokenizer library, and no watched machinery ran."""
     vocab, merges = ref.train(TINY, 259, [])
     lib.no_builtin(kernel, exercise, lambda: tokenizer(kernel, vocab, merges).encode(TINY))
-    if found := library_imports(kernel.sources):
-        more = f" (+{len(found) - 1} more)" if len(found) > 1 else ""
-        raise checks.Failed(f"a tokenizer library in the source: {found[0]}{more}")
+    require_no_library(kernel.sources, LIBRARIES, "a tokenizer library")

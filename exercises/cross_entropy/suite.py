@@ -35,6 +35,8 @@ CROSS_ENTROPY = Watch(
 
 exercise = Exercise(
     id="cross_entropy",
+    tags=("losses", "numerics"),
+    minutes=30,
     title="Cross-entropy loss: stable log-softmax, ignore_index, label smoothing",
     seed="-",
     levels=[

@@ -36,6 +36,8 @@ WATCH = dataclasses.replace(
 
 exercise = Exercise(
     id="flash_attention",
+    tags=("attention", "efficiency", "numerics"),
+    minutes=50,
     title="Tiled attention with an online softmax (FlashAttention forward), from scratch",
     seed="-",
     levels=[

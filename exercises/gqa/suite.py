@@ -34,6 +34,8 @@ FLEX = "flex_attention"
 
 exercise = Exercise(
     id="gqa",
+    tags=("attention", "inference"),
+    minutes=45,
     title="Grouped- and multi-query attention (function and module), from scratch",
     seed="-",
     levels=[

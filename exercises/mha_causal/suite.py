@@ -21,6 +21,8 @@ from grader.suite.library import noncontiguous
 
 exercise = att.exercise(
     id="mha_causal",
+    tags=("attention", "modules"),
+    minutes=35,
     title="Causal multi-head attention: one head, stacked heads, split weights",
     seed="004_0190f833cb27afa1",
     levels=[

@@ -17,6 +17,8 @@ from grader.suite.library import noncontiguous
 
 exercise = att.exercise(
     id="mha_interview",
+    tags=("attention",),
+    minutes=35,
     title="Multi-head attention module (self- and cross-attention, masks)",
     seed="000_4f87fea8b1a32432",
     levels=[

@@ -21,6 +21,8 @@ from grader.suite.library import noncontiguous
 
 exercise = att.exercise(
     id="mha_module",
+    tags=("attention", "modules"),
+    minutes=40,
     title="Multi-head attention module with Xavier init, per-head weights and a fused twin",
     seed="002_8ab360f68b0dab92",
     levels=[

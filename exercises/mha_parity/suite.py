@@ -23,6 +23,8 @@ from grader.suite.library import noncontiguous
 
 exercise = att.exercise(
     id="mha_parity",
+    tags=("attention", "modules"),
+    minutes=35,
     title="Multi-head attention function with nn.MultiheadAttention's weights (parity, masks)",
     seed="001_cf0ed3d152ee771a",
     levels=[

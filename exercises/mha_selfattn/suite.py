@@ -20,6 +20,8 @@ from grader.suite.library import noncontiguous
 
 exercise = att.exercise(
     id="mha_selfattn",
+    tags=("attention",),
+    minutes=30,
     title="Multi-head self-attention module with per-head weights and a causal mask helper",
     seed="003_76b4223a311d7164",
     levels=[

@@ -60,6 +60,8 @@ NORMS = Watch(
 
 exercise = Exercise(
     id="norms",
+    tags=("normalization", "modules"),
+    minutes=30,
     title="RMSNorm and LayerNorm, from scratch",
     seed="-",
     levels=[

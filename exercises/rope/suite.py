@@ -29,6 +29,8 @@ THETA, LLAMA3 = 10000.0, 500000.0
 
 exercise = Exercise(
     id="rope",
+    tags=("attention", "positional"),
+    minutes=35,
     title="Rotary position embeddings (half-split, explicit positions)",
     seed="-",
     levels=[

@@ -21,25 +21,20 @@ from __future__ import annotations
 import torch
 
 from grader.core.outcomes import CandidateRaised
+from grader.exercises import _randomness as rnd
 from grader.suite import checks
 from grader.suite import library as lib
-from grader.suite.exercise import Exercise, Watch
+from grader.suite.exercise import Exercise
 
 F16, F32, F64 = torch.float16, torch.float32, torch.float64
 INF = float("inf")
 FILTER, SAMPLE = "filter_logits", "sample"
 
-# torch's samplers, and its random number generators: `sample` must use the noise it is given
-SAMPLERS = ("multinomial", "Categorical", "OneHotCategorical", "RelaxedOneHotCategorical",
-            "gumbel_softmax")  # fmt: skip
-RNG_FUNCTIONS = ("rand", "rand_like", "randn", "randn_like", "randint", "randint_like",
-                 "randperm", "bernoulli", "normal", "poisson", "uniform_", "exponential_",
-                 "normal_", "random_", "bernoulli_", "geometric_", "cauchy_", "log_normal_")  # fmt: skip
-RNG_OPS = ("multinomial", "uniform", "exponential", "normal", "bernoulli", "rand", "random_",
-           "poisson", "geometric", "cauchy")  # fmt: skip
 
 exercise = Exercise(
     id="sampling",
+    tags=("decoding", "sampling"),
+    minutes=35,
     title="Sampling: temperature, top-k, top-p and a Gumbel-max sampler",
     seed="-",
     levels=[
@@ -53,19 +48,8 @@ exercise = Exercise(
         "from scratch",
     ],  # fmt: skip
     defines=(FILTER, SAMPLE),
-    forbidden=SAMPLERS,
-    watch=Watch(
-        what="sampler or random number generator",
-        functions=("multinomial", "gumbel_softmax", *RNG_FUNCTIONS),
-        ops=RNG_OPS,
-        instrument=(
-            # Categorical.__init__ cannot be instrumented (its super() closure): what it
-            # runs to sample or to give probabilities can
-            "torch.distributions.categorical:Categorical.sample",
-            "torch.distributions.utils:logits_to_probs",
-            "torch.nn.functional:gumbel_softmax",
-        ),
-    ),
+    forbidden=rnd.SAMPLERS,
+    watch=rnd.watch(),
 )
 
 # Probabilities exact in float32, in a shuffled order: sorted, they are .5 .25 .125 .0625

@@ -29,11 +29,26 @@ def list_command(argv: list[str]) -> int:
 
     p = Parser(prog="grade list", description="Print the catalog of exercises.")
     p.add_argument("--json", action="store_true", help="print the catalog as JSON")
+    p.add_argument(
+        "--tag",
+        action="append",
+        default=[],
+        metavar="TAG",
+        help="only the exercises with this topic tag (repeat: with every one of them)",
+    )
+    p.add_argument(
+        "--max-minutes",
+        type=int,
+        metavar="N",
+        help="only the exercises whose independent solution took at most N minutes to write",
+    )
     exercises_flag(p)
     args = p.parse_args(argv)
     use_exercises(args.exercises)
     with stdout_may_close():
-        render_catalog(Stdout(highlight=False), as_json=args.json)
+        render_catalog(
+            Stdout(highlight=False), as_json=args.json, tags=args.tag, max_minutes=args.max_minutes
+        )
     return ExitCode.FULL_MARKS
 
 

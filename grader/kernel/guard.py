@@ -156,9 +156,12 @@ def _watch_torch(torch, record, state, protected, workdir, watch):
         for overload in packet.overloads():
             op = getattr(packet, overload)
             qualified = name if overload == "default" else f"{name}.{overload}"
-            composite = torch._C._dispatch_has_kernel_for_dispatch_key(
-                op.name(), "CompositeImplicitAutograd"
-            )
+            try:
+                composite = torch._C._dispatch_has_kernel_for_dispatch_key(
+                    op.name(), "CompositeImplicitAutograd"
+                )
+            except RuntimeError:  # an overload the Python side lists, the dispatcher lacks
+                continue
             if composite:
                 kernel = _composite_kernel(op, record, name)
                 keys, options = composite_keys, {}

@@ -20,6 +20,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from grader.core.errors import UsageError
 from grader.core.project import installed_tree, is_checkout
 from grader.suite.exercise import (
     Catalog,
@@ -48,6 +49,8 @@ class CatalogRow:
     folder: str = ""
     broken: str | None = None
     profile: bool = False  # whether `--profile` measures it (time and memory against T)
+    tags: list[str] = field(default_factory=list)  # topics, to pick by (`grade list --tag`)
+    minutes: int = 0  # how long its independent solution took to write; 0: not measured
 
 
 def catalog_rows(catalog: Catalog | None = None) -> list[CatalogRow]:
@@ -69,6 +72,8 @@ def catalog_rows(catalog: Catalog | None = None) -> list[CatalogRow]:
             list(e.packages),
             str(e.folder or ""),
             profile=e.profile is not None,
+            tags=list(e.tags),
+            minutes=e.minutes,
         )  # fmt: skip
         for e in catalog.values()
     ]
@@ -141,9 +146,41 @@ def source_line() -> str:
     return "Exercises from " + "; then ".join(parts)
 
 
-def render_catalog(console: Console, as_json: bool = False, catalog: Catalog | None = None) -> None:
-    """Print the catalog as a table (or JSON), with where it was loaded from."""
-    rows = catalog_rows(catalog)
+def pick(rows: list[CatalogRow], tags: list[str], max_minutes: int | None) -> list[CatalogRow]:
+    """The exercises tagged with every one of `tags` whose measured time is at most
+    `max_minutes` (when given; an exercise not measured is left out); all rows, broken
+    ones included, when neither is given.
+
+    Raises:
+        UsageError: a tag no exercise has (naming the tags there are).
+    """
+    known = sorted({tag for row in rows for tag in row.tags})
+    unknown = [tag for tag in tags if tag not in known]
+    if unknown:
+        raise UsageError(
+            f"no exercise is tagged {', '.join(map(repr, unknown))}; tags: {', '.join(known)}"
+        )
+    if not tags and max_minutes is None:
+        return rows
+    return [
+        row
+        for row in rows
+        if not row.broken
+        and set(tags) <= set(row.tags)
+        and (max_minutes is None or 0 < row.minutes <= max_minutes)
+    ]
+
+
+def render_catalog(
+    console: Console,
+    as_json: bool = False,
+    catalog: Catalog | None = None,
+    tags: list[str] | None = None,
+    max_minutes: int | None = None,
+) -> None:
+    """Print the catalog as a table (or JSON), with where it was loaded from: every
+    exercise, or those `pick` keeps for `tags` and `max_minutes`."""
+    rows = pick(catalog_rows(catalog), tags or [], max_minutes)
     if as_json:
         console.print_json(json.dumps([asdict(row) for row in rows]))
         return
@@ -152,6 +189,7 @@ def render_catalog(console: Console, as_json: bool = False, catalog: Catalog | N
     table.add_column("title, levels, packages, seed", overflow="fold", ratio=1)
     table.add_column("tests", justify="right", no_wrap=True)
     table.add_column("points", justify="right", no_wrap=True)
+    table.add_column("min", justify="right", no_wrap=True)
     broken = Table(title="Broken (cannot be graded)", title_style="bold red", expand=True)
     broken.add_column("id", no_wrap=True)
     broken.add_column("problem", overflow="fold")
@@ -159,7 +197,8 @@ def render_catalog(console: Console, as_json: bool = False, catalog: Catalog | N
         if row.broken:
             broken.add_row(row.id, row.broken)
             continue
-        table.add_row(row.id, _about(row), str(row.tests), f"{row.points:g}")
+        minutes = str(row.minutes) if row.minutes else "-"
+        table.add_row(row.id, _about(row), str(row.tests), f"{row.points:g}", minutes)
     console.print(table)
     if broken.row_count:
         console.print(broken)
@@ -171,6 +210,7 @@ def _about(row: CatalogRow) -> Group:
     details = Table.grid(padding=(0, 1))
     details.add_column(style="dim", no_wrap=True)
     details.add_column(overflow="fold")
+    details.add_row("tags", ", ".join(row.tags) or "none")
     details.add_row("levels", ", ".join(row.levels))
     details.add_row("packages", ", ".join(row.packages) or "none")
     details.add_row("seed", row.seed)

@@ -27,7 +27,7 @@ import pkgutil
 import sys
 import traceback
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -375,18 +375,24 @@ def folder_hash(folder: Path) -> str:
     return digest.hexdigest()
 
 
-def sources_digest(folder: Path, exact: bool = False) -> str:
+# Keyword arguments that describe an exercise to whoever picks one, and decide no verdict:
+# `verdicts_digest` leaves them out, so retagging a suite leaves its hints current.
+ABOUT_FIELDS = frozenset({"tags", "minutes"})
+
+
+def sources_digest(folder: Path, exact: bool = False, verdicts: bool = False) -> str:
     """A digest of the Python files under `folder` that make its catalog (names and code):
     formatting and comments do not change it, nor does a corpus (its mutants are not in
     the catalog), so formatting a suite or adding a corpus after `grade build` leaves the
     index current. `exact`: of every Python file's bytes instead (the same on every
-    Python version: a report's suite_hash)."""
+    Python version: a report's suite_hash). `verdicts`: without `ABOUT_FIELDS`."""
     digest = hashlib.sha256()
     for path in sorted(folder.rglob("*.py")):
         if "__pycache__" in path.parts or (path.name == "corpus.py" and not exact):
             continue
         digest.update(f"{path.relative_to(folder).as_posix()}\0".encode())
-        digest.update((path.read_bytes() if exact else _code(path)) + b"\0")
+        code = path.read_bytes() if exact else _code(path, ABOUT_FIELDS if verdicts else ())
+        digest.update(code + b"\0")
     return digest.hexdigest()
 
 
@@ -395,10 +401,17 @@ def code_digest(path: Path) -> bytes:
     return _code(path)
 
 
-def _code(path: Path) -> bytes:
-    """The file's syntax tree without positions (its bytes, if it does not parse)."""
+def _code(path: Path, leave_out: Iterable[str] = ()) -> bytes:
+    """The file's syntax tree without positions, and without the keyword arguments named
+    in `leave_out` wherever they are passed (its bytes, if it does not parse)."""
     text = path.read_bytes()
     try:
-        return ast.dump(ast.parse(text)).encode()
+        tree = ast.parse(text)
     except (SyntaxError, ValueError):
         return text
+    names = set(leave_out)
+    if names:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                node.keywords = [k for k in node.keywords if k.arg not in names]
+    return ast.dump(tree).encode()

@@ -9,6 +9,8 @@ from the exercise's `Watch`.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
+
 from grader.core.outcomes import Failed
 from grader.suite.exercise import Watch
 from grader.suite.scan import (  # the static scan lives in grader.suite.scan; re-exported for suites
@@ -16,8 +18,15 @@ from grader.suite.scan import (  # the static scan lives in grader.suite.scan; r
     scan,
     scan_cells,
 )
+from grader.suite.scan.imports import library_imports
 
-__all__ = ["require_clean_source", "require_no_builtin_module", "require_nothing_seen", "scan"]
+__all__ = [
+    "require_clean_source",
+    "require_no_builtin_module",
+    "require_no_library",
+    "require_nothing_seen",
+    "scan",
+]
 
 
 def require_clean_source(
@@ -58,6 +67,22 @@ def require_nothing_seen(seen: set[str]) -> None:
     """
     if seen:
         raise Failed(f"the grader's watch saw: {'; '.join(sorted(seen))}")
+
+
+def require_no_library(sources: Sequence[str], libraries: Collection[str], what: str) -> None:
+    """A check's verdict: the cells import none of `libraries` (top-level package names),
+    by an import statement or by `__import__` / `importlib.import_module` with a constant
+    name: for an exercise that no torch built-in trivialises, but a library would (a
+    tokenizer, an RL library).
+
+    Raises:
+        Failed: "a tokenizer library in the source: cell 3, line 2: imports tiktoken" (`what`
+            is "a tokenizer library"), and how many more imports there are.
+    """
+    found = library_imports(sources, libraries)
+    if found:
+        more = f" (+{len(found) - 1} more)" if len(found) > 1 else ""
+        raise Failed(f"{what} in the source: {found[0]}{more}")
 
 
 def require_no_builtin_module(

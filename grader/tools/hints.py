@@ -30,8 +30,8 @@ def hints_sources(exercise: Exercise) -> str:
     any module beside it), its corpus (what each mutant writes), the modules shared by the
     exercises of its folder, the check helpers' messages (`grader.suite.checks`,
     `grader.suite.library`) and the solution's code cells. Formatting and comments do
-    not change it (syntax trees, as the catalog's digest); a reworded message, a changed
-    check or a mutant's new text does."""
+    not change it (syntax trees, as the catalog's digest), nor do an exercise's tags and
+    minutes; a reworded message, a changed check or a mutant's new text does."""
     import hashlib
 
     import nbformat
@@ -40,7 +40,7 @@ def hints_sources(exercise: Exercise) -> str:
     from grader.suite.exercise import code_digest, sources_digest
 
     assert exercise.folder is not None
-    digest = hashlib.sha256(sources_digest(exercise.folder).encode())
+    digest = hashlib.sha256(sources_digest(exercise.folder, verdicts=True).encode())
     corpus = exercise.folder / "corpus.py"
     shared = sorted(exercise.folder.parent.glob("*.py"))
     helpers = [Path(checks.__file__), Path(library.__file__)]
