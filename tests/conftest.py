@@ -24,9 +24,9 @@ def pytest_configure(config):
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
-    """The tests that read the cohort (tests/cohort.py) run last: its batch grades in the
-    background meanwhile."""
-    items.sort(key=lambda item: "cohort" in item.fixturenames)
+    """The tests that read the cohort (tests/cohort.py) or a module's background work run
+    last: the batch and the background work go on meanwhile."""
+    items.sort(key=lambda item: "cohort" in item.fixturenames or "background" in item.fixturenames)
 
 
 def pytest_collection_finish(session):

@@ -3,10 +3,12 @@ earns nothing with every test not implemented (the real `grade` CLI and real ker
 correct variant keeps full marks (real kernels), and every single-bug mutant of its corpus
 loses points first at the level a person would expect, with its hint on the card.
 
-The mutants are graded in this process, through the same pipeline as `grade`
-(`grader.run.pipeline.grade` with an `InProcessSession`: the notebook's cells run here, the
+The mutants are graded in a Python process, through the same pipeline as `grade`
+(`grader.run.pipeline.grade` with an `InProcessSession`: the notebook's cells run there, the
 suite's calls go through the kernel's own shim): a mutant proves the suite, not the kernel,
-and this costs a seventh of a kernel's grading. The mutants on each exercise's last level
+and this costs a seventh of a kernel's grading. That process is started when collection
+ends (`start_in_background`, tests/conftest.py) and grades them all while the other tests
+run, on the core they leave free. The mutants on each exercise's last level
 (the from-scratch verdicts, which rest on the kernel's watch) are graded in real kernels
 instead, and each exercise's first mutant in both, which must fail the same tests.
 Exercises are data here (the catalog and each one's corpus.py): a new exercise needs no
@@ -15,6 +17,8 @@ new test file."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -128,11 +132,49 @@ def test_scaffold_earns_nothing_and_every_test_is_not_implemented(graded, exerci
         assert stub in defined, test
 
 
+def grade_in_process_mutants(folder: Path | str) -> None:
+    """Grade every mutant of IN_PROCESS in this process (`graded_in_process`), writing
+    {"exercise/mutant": [returncode, report]} to folder/graded.json."""
+    folder, graded = Path(folder), {}
+    for exercise, mutant in IN_PROCESS:
+        entry = graded_in_process(exercise, mutant, folder)
+        graded[f"{exercise}/{mutant.name}"] = [entry.returncode, entry.stdout]
+    (folder / "graded.json").write_text(json.dumps(graded))
+
+
+class InProcessMutants:
+    """The in-process mutants, graded by a Python process of their own from the end of
+    collection (tests/conftest.py starts it): {"exercise/mutant": Graded}."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        code = f"from tests.test_exercises import grade_in_process_mutants as g; g({str(folder)!r})"
+        with open(folder / "stderr", "wb") as err:  # a file: a full pipe would stop it
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=err
+            )
+
+    def result(self) -> dict[str, Graded]:
+        self.process.wait()
+        err = (self.folder / "stderr").read_text(errors="replace")
+        assert self.process.returncode == 0, err[-3000:]
+        graded = json.loads((self.folder / "graded.json").read_text())
+        return {name: Graded(code, report, "") for name, (code, report) in graded.items()}
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+start_in_background = InProcessMutants
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", IN_PROCESS, ids=_id)
-def test_mutant_loses_points_at_the_expected_level(case, tmp_path):
+def test_mutant_loses_points_at_the_expected_level(background, case):
     exercise, mutant = case
-    assert_caught(exercise, mutant, graded_in_process(exercise, mutant, tmp_path))
+    assert_caught(exercise, mutant, background[f"{exercise}/{mutant.name}"])
 
 
 @pytest.mark.kernel
@@ -157,10 +199,10 @@ def assert_caught(exercise: str, mutant: Mutant, entry: Graded) -> None:
 @pytest.mark.kernel
 @pytest.mark.slow
 @pytest.mark.parametrize("case", SAMPLE, ids=_id)
-def test_a_kernel_fails_a_mutant_as_the_in_process_grading_does(graded, case, tmp_path):
+def test_a_kernel_fails_a_mutant_as_the_in_process_grading_does(graded, background, case):
     exercise, mutant = case
     kernel = graded[f"{exercise}/{mutant.name}"]
-    here = graded_in_process(exercise, mutant, tmp_path)
+    here = background[f"{exercise}/{mutant.name}"]
 
     def failing(entry: Graded) -> list[tuple[str, str]]:
         return [(t["id"], t["status"]) for t in entry.report["tests"] if t["status"] != "passed"]
