@@ -192,3 +192,30 @@ def private_tmpdir(prefix: str) -> Iterator[Path]:
         for pid in leftovers(str(folder)):
             os.kill(pid, signal.SIGKILL)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+class InAProcess:
+    """A module's background work (its `start_in_background`, tests/conftest.py): the
+    function `target` ("tests.module:function", given a folder, writing its JSON answer to
+    folder/result.json) run by a Python process of its own from the end of collection, on
+    the core the other tests leave free. `result()` waits for it and reads the answer."""
+
+    def __init__(self, folder: Path, target: str) -> None:
+        self.folder = folder
+        module, function = target.split(":")
+        code = f"from {module} import {function} as f; f({str(folder)!r})"
+        with open(folder / "stderr", "wb") as err:  # a file: a full pipe would stop it
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=err
+            )
+
+    def result(self) -> object:
+        self.process.wait()
+        err = (self.folder / "stderr").read_text(errors="replace")
+        assert self.process.returncode == 0, err[-3000:]
+        return json.loads((self.folder / "result.json").read_text())
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()

@@ -17,8 +17,6 @@ new test file."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
@@ -34,6 +32,7 @@ from tests.helpers import (
     SCAFFOLDS,
     SOLUTIONS,
     Graded,
+    InAProcess,
     assert_first_fails_at,
     assert_full_marks,
     assert_nothing_implemented,
@@ -134,47 +133,30 @@ def test_scaffold_earns_nothing_and_every_test_is_not_implemented(graded, exerci
 
 def grade_in_process_mutants(folder: Path | str) -> None:
     """Grade every mutant of IN_PROCESS in this process (`graded_in_process`), writing
-    {"exercise/mutant": [returncode, report]} to folder/graded.json."""
+    {"exercise/mutant": [returncode, report]} to folder/result.json."""
     folder, graded = Path(folder), {}
     for exercise, mutant in IN_PROCESS:
         entry = graded_in_process(exercise, mutant, folder)
         graded[f"{exercise}/{mutant.name}"] = [entry.returncode, entry.stdout]
-    (folder / "graded.json").write_text(json.dumps(graded))
+    (folder / "result.json").write_text(json.dumps(graded))
 
 
-class InProcessMutants:
-    """The in-process mutants, graded by a Python process of their own from the end of
-    collection (tests/conftest.py starts it): {"exercise/mutant": Graded}."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        code = f"from tests.test_exercises import grade_in_process_mutants as g; g({str(folder)!r})"
-        with open(folder / "stderr", "wb") as err:  # a file: a full pipe would stop it
-            self.process = subprocess.Popen(
-                [sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=err
-            )
-
-    def result(self) -> dict[str, Graded]:
-        self.process.wait()
-        err = (self.folder / "stderr").read_text(errors="replace")
-        assert self.process.returncode == 0, err[-3000:]
-        graded = json.loads((self.folder / "graded.json").read_text())
-        return {name: Graded(code, report, "") for name, (code, report) in graded.items()}
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+def start_in_background(folder: Path) -> InAProcess:
+    """The in-process mutants, graded by a process of their own while the other tests run."""
+    return InAProcess(folder, "tests.test_exercises:grade_in_process_mutants")
 
 
-start_in_background = InProcessMutants
+@pytest.fixture(scope="module")
+def in_process(background) -> dict[str, Graded]:
+    """Every in-process mutant's grading: {"exercise/mutant": Graded}."""
+    return {name: Graded(code, report, "") for name, (code, report) in background.items()}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", IN_PROCESS, ids=_id)
-def test_mutant_loses_points_at_the_expected_level(background, case):
+def test_mutant_loses_points_at_the_expected_level(in_process, case):
     exercise, mutant = case
-    assert_caught(exercise, mutant, background[f"{exercise}/{mutant.name}"])
+    assert_caught(exercise, mutant, in_process[f"{exercise}/{mutant.name}"])
 
 
 @pytest.mark.kernel
@@ -199,10 +181,10 @@ def assert_caught(exercise: str, mutant: Mutant, entry: Graded) -> None:
 @pytest.mark.kernel
 @pytest.mark.slow
 @pytest.mark.parametrize("case", SAMPLE, ids=_id)
-def test_a_kernel_fails_a_mutant_as_the_in_process_grading_does(graded, background, case):
+def test_a_kernel_fails_a_mutant_as_the_in_process_grading_does(graded, in_process, case):
     exercise, mutant = case
     kernel = graded[f"{exercise}/{mutant.name}"]
-    here = background[f"{exercise}/{mutant.name}"]
+    here = in_process[f"{exercise}/{mutant.name}"]
 
     def failing(entry: Graded) -> list[tuple[str, str]]:
         return [(t["id"], t["status"]) for t in entry.report["tests"] if t["status"] != "passed"]

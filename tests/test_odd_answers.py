@@ -4,8 +4,9 @@ dtype or shape, an object of its own), every check of every exercise fails that 
 saying what came back, and grading never stops with the grader's own error (a `GraderBug`,
 exit 3) or the runner's last resort ("unexpected answer: AttributeError: ...").
 
-The fuzz grades each exercise's solution in this process (`InProcessSession`, as
-tests/test_exercises.py grades mutants), once per graded callable and odd answer: the
+The fuzz grades each exercise's solution in a Python process (`InProcessSession`, as
+tests/test_exercises.py grades mutants; one of its own, started when collection ends, so it
+runs while the other tests do), once per graded callable and odd answer: the
 suite's calls run the solution, and the callable's answers are replaced by the odd one
 on their way back, as the kernel's shim would have sent it. The graded callables are
 found by grading the solution first: the functions and classes the suite calls, the
@@ -19,6 +20,7 @@ whose `__eq__`, `__len__` or `__iter__` lie or raise, a NumPy array) and the iss
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections import defaultdict
 from collections.abc import Callable
@@ -39,7 +41,7 @@ from grader.run.runner import Relay, run_checks
 from grader.suite.exercise import Exercise, load_catalog
 from grader.suite.handle import Kernel
 from tests.cohort import Cohort
-from tests.helpers import SOLUTIONS, Graded
+from tests.helpers import SOLUTIONS, Graded, InAProcess
 
 CATALOG = load_catalog()
 EXERCISES = sorted(CATALOG)
@@ -285,10 +287,22 @@ def graded_callables(exercise: Exercise, session: InProcessSession) -> dict[Key,
     return {key: (checks[key], tensors[key]) for key in checks}
 
 
-@pytest.mark.parametrize("exercise", EXERCISES)
-def test_no_odd_answer_is_the_graders_own_error(exercise):
+def grade_odd_answers(folder: Path | str) -> None:
+    """Every exercise's `odd_gradings`, written to folder/result.json as {exercise: [what
+    went wrong, how many gradings]}."""
     with one_torch_thread():  # as a grading computes its verdicts
-        wrong, tried = odd_gradings(CATALOG[exercise])
+        found = {exercise: odd_gradings(CATALOG[exercise]) for exercise in EXERCISES}
+    (Path(folder) / "result.json").write_text(json.dumps(found))
+
+
+def start_in_background(folder: Path) -> InAProcess:
+    """The fuzz, run by a process of its own while the other tests run."""
+    return InAProcess(folder, "tests.test_odd_answers:grade_odd_answers")
+
+
+@pytest.mark.parametrize("exercise", EXERCISES)
+def test_no_odd_answer_is_the_graders_own_error(background, exercise):
+    wrong, tried = background[exercise]
     assert not wrong, f"{len(wrong)} of {tried} gradings:\n" + "\n".join(wrong[:20])
 
 
