@@ -18,7 +18,9 @@ steps with noise drawn here from a fixed seed and compares the frequencies with 
 
 from __future__ import annotations
 
+import functools
 import math
+import weakref
 
 import torch
 
@@ -576,7 +578,8 @@ STAT_P = torch.tensor([[0.1, 0.3, 0.2, 0.15, 0.25], [0.3, 0.1, 0.1, 0.3, 0.2],
 CHI2_THRESHOLD = 30.0
 
 
-def trials() -> list[Case]:
+@functools.cache
+def trials() -> tuple[Case, ...]:
     g = torch.Generator().manual_seed(STAT_SEED)
     pick = torch.rand(TRIALS, 2, generator=g, dtype=F64)
     cdf = STAT_Q.cumsum(dim=-1)
@@ -584,14 +587,21 @@ def trials() -> list[Case]:
     uniforms = torch.rand(TRIALS, 2, generator=g, dtype=F64)
     noise = -torch.log(-torch.log(torch.rand(TRIALS, 3, 5, generator=g, dtype=F64)
                                   .clamp(1e-12, 1 - 1e-12)))  # fmt: skip
-    return [Case(drafts[t], STAT_Q, STAT_P, uniforms[t], noise[t]) for t in range(TRIALS)]
+    return tuple(Case(drafts[t], STAT_Q, STAT_P, uniforms[t], noise[t]) for t in range(TRIALS))
+
+
+# Both statistical checks read the same steps: a grading runs them once (its `Kernel` is the
+# key, so another grading, or a notebook that raised half way, runs them afresh).
+_TRIAL_ANSWERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def run_trials(kernel) -> list[tuple[list[int], int]]:
-    cases, answers = trials(), []
-    for start in range(0, TRIALS, 500):
-        answers += calls(kernel, cases[start : start + 500], "distribution trial")
-    return answers
+    if kernel not in _TRIAL_ANSWERS:
+        cases, answers = trials(), []
+        for start in range(0, TRIALS, 500):
+            answers += calls(kernel, list(cases[start : start + 500]), "distribution trial")
+        _TRIAL_ANSWERS[kernel] = answers
+    return _TRIAL_ANSWERS[kernel]
 
 
 def chi_square(tokens: list[int], probs: torch.Tensor) -> float:
