@@ -62,18 +62,29 @@ def grade_many(notebooks: dict[str, Path], *args: str, timeout: float = 3600) ->
     return Batch(notebooks, *args).result(timeout)
 
 
+def yielding(command: list[str]) -> list[str]:
+    """`command` run at a lower priority (`nice -n 10`): work that goes on in the background
+    of a test run (the cohort's batch, a module's `start_in_background`) takes the cores
+    the tests in the foreground leave, instead of slowing them down and then running on
+    one core alone at the end."""
+    return ["nice", "-n", "10", *command] if shutil.which("nice") else command
+
+
 class Batch:
     """A `grade PATH... --json -j WORKERS` batch started now, in the background; `result`
-    waits for it."""
+    waits for it. `background`: at a lower priority than the tests (see `yielding`)."""
 
-    def __init__(self, notebooks: dict[str, Path], *args: str) -> None:
+    def __init__(self, notebooks: dict[str, Path], *args: str, background: bool = False) -> None:
         self.paths = {str(path.resolve()): name for name, path in notebooks.items()}
-        command = [sys.executable, "-m", "grader.cli", *self.paths, "--json"]
+        command = [sys.executable, "-m", "grader.cli", *self.paths, "--json", "-j", str(WORKERS)]
         # files, not pipes: a batch's JSON outgrows a pipe's buffer (`result` closes them)
         self.out = tempfile.TemporaryFile()  # noqa: SIM115
         self.err = tempfile.TemporaryFile()  # noqa: SIM115
+        command = [*command, *args]
         self.process = subprocess.Popen(
-            [*command, "-j", str(WORKERS), *args], stdout=self.out, stderr=self.err
+            yielding(command) if background else command,
+            stdout=self.out,
+            stderr=self.err,
         )
 
     def result(self, timeout: float = 3600) -> dict[str, Graded]:
@@ -196,17 +207,19 @@ def private_tmpdir(prefix: str) -> Iterator[Path]:
 
 class InAProcess:
     """A module's background work (its `start_in_background`, tests/conftest.py): the
-    function `target` ("tests.module:function", given a folder, writing its JSON answer to
-    folder/result.json) run by a Python process of its own from the end of collection, on
-    the core the other tests leave free. `result()` waits for it and reads the answer."""
+    function `target` ("tests.module:function", given a folder and `args`, writing its JSON
+    answer to folder/result.json) run by a Python process of its own from the end of
+    collection, on the cores the other tests leave free (`yielding`). `result()` waits for
+    it and reads the answer."""
 
-    def __init__(self, folder: Path, target: str) -> None:
+    def __init__(self, folder: Path, target: str, *args: object) -> None:
         self.folder = folder
         module, function = target.split(":")
-        code = f"from {module} import {function} as f; f({str(folder)!r})"
+        call = ", ".join(repr(a) for a in (str(folder), *args))
+        code = f"from {module} import {function} as f; f({call})"
         with open(folder / "stderr", "wb") as err:  # a file: a full pipe would stop it
             self.process = subprocess.Popen(
-                [sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=err
+                yielding([sys.executable, "-c", code]), stdout=subprocess.DEVNULL, stderr=err
             )
 
     def result(self) -> object:
@@ -219,3 +232,26 @@ class InAProcess:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+
+
+class InProcesses:
+    """`InAProcess` on one core each: `target(folder, shard, shards)` does its share of the
+    work; `result()` merges their answers (JSON objects)."""
+
+    def __init__(self, folder: Path, target: str, shards: int = WORKERS) -> None:
+        self.parts = []
+        for shard in range(shards):
+            (folder / str(shard)).mkdir()
+            self.parts.append(InAProcess(folder / str(shard), target, shard, shards))
+
+    def result(self) -> dict:
+        merged: dict = {}
+        for part in self.parts:
+            answer = part.result()
+            assert isinstance(answer, dict)
+            merged.update(answer)
+        return merged
+
+    def stop(self) -> None:
+        for part in self.parts:
+            part.stop()

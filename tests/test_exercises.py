@@ -3,12 +3,13 @@ earns nothing with every test not implemented (the real `grade` CLI and real ker
 correct variant keeps full marks (real kernels), and every single-bug mutant of its corpus
 loses points first at the level a person would expect, with its hint on the card.
 
-The mutants are graded in a Python process, through the same pipeline as `grade`
+The mutants are graded in Python processes, through the same pipeline as `grade`
 (`grader.run.pipeline.grade` with an `InProcessSession`: the notebook's cells run there, the
 suite's calls go through the kernel's own shim): a mutant proves the suite, not the kernel,
-and this costs a seventh of a kernel's grading. That process is started when collection
-ends (`start_in_background`, tests/conftest.py) and grades them all while the other tests
-run, on the core they leave free. The mutants on each exercise's last level
+and this costs a seventh of a kernel's grading. Those processes (one per core, each a share
+of the mutants, at a lower priority) are started when collection ends
+(`start_in_background`, tests/conftest.py) and grade them while the other tests run, on
+the cores they leave free. The mutants on each exercise's last level
 (the from-scratch verdicts, which rest on the kernel's watch) are graded in real kernels
 instead, and each exercise's first mutant in both, which must fail the same tests.
 Exercises are data here (the catalog and each one's corpus.py): a new exercise needs no
@@ -32,7 +33,7 @@ from tests.helpers import (
     SCAFFOLDS,
     SOLUTIONS,
     Graded,
-    InAProcess,
+    InProcesses,
     assert_first_fails_at,
     assert_full_marks,
     assert_nothing_implemented,
@@ -131,19 +132,21 @@ def test_scaffold_earns_nothing_and_every_test_is_not_implemented(graded, exerci
         assert stub in defined, test
 
 
-def grade_in_process_mutants(folder: Path | str) -> None:
-    """Grade every mutant of IN_PROCESS in this process (`graded_in_process`), writing
-    {"exercise/mutant": [returncode, report]} to folder/result.json."""
+def grade_in_process_mutants(folder: Path | str, shard: int = 0, shards: int = 1) -> None:
+    """Grade every `shards`-th mutant of IN_PROCESS from `shard` in this process
+    (`graded_in_process`), writing {"exercise/mutant": [returncode, report]} to
+    folder/result.json."""
     folder, graded = Path(folder), {}
-    for exercise, mutant in IN_PROCESS:
+    for exercise, mutant in IN_PROCESS[shard::shards]:
         entry = graded_in_process(exercise, mutant, folder)
         graded[f"{exercise}/{mutant.name}"] = [entry.returncode, entry.stdout]
     (folder / "result.json").write_text(json.dumps(graded))
 
 
-def start_in_background(folder: Path) -> InAProcess:
-    """The in-process mutants, graded by a process of their own while the other tests run."""
-    return InAProcess(folder, "tests.test_exercises:grade_in_process_mutants")
+def start_in_background(folder: Path) -> InProcesses:
+    """The in-process mutants, graded by processes of their own (one per core) while the
+    other tests run."""
+    return InProcesses(folder, "tests.test_exercises:grade_in_process_mutants")
 
 
 @pytest.fixture(scope="module")

@@ -5,10 +5,10 @@ saying what came back, and grading never stops with the grader's own error (a `G
 exit 3) or the runner's last resort ("unexpected answer: AttributeError: ...").
 
 The fuzz grades each exercise's solution in a Python process (`InProcessSession`, as
-tests/test_exercises.py grades mutants; one of its own, started when collection ends, so it
-runs while the other tests do), once per graded callable and odd answer: the
-suite's calls run the solution, and the callable's answers are replaced by the odd one
-on their way back, as the kernel's shim would have sent it. The graded callables are
+tests/test_exercises.py grades mutants; processes of its own, one per core, started when
+collection ends, so they run while the other tests do), once per graded callable and odd
+answer: the suite's calls run the solution, and the callable's answers are replaced by the
+odd one on their way back, as the kernel's shim would have sent it. The graded callables are
 found by grading the solution first: the functions and classes the suite calls, the
 methods (forward included) and attributes it reaches on the candidate's objects, the
 suite's own tensors it reads back after the candidate's code ran, each with the checks
@@ -41,7 +41,7 @@ from grader.run.runner import Relay, run_checks
 from grader.suite.exercise import Exercise, load_catalog
 from grader.suite.handle import Kernel
 from tests.cohort import Cohort
-from tests.helpers import SOLUTIONS, Graded, InAProcess
+from tests.helpers import SOLUTIONS, Graded, InProcesses
 
 CATALOG = load_catalog()
 EXERCISES = sorted(CATALOG)
@@ -287,17 +287,17 @@ def graded_callables(exercise: Exercise, session: InProcessSession) -> dict[Key,
     return {key: (checks[key], tensors[key]) for key in checks}
 
 
-def grade_odd_answers(folder: Path | str) -> None:
-    """Every exercise's `odd_gradings`, written to folder/result.json as {exercise: [what
-    went wrong, how many gradings]}."""
+def grade_odd_answers(folder: Path | str, shard: int = 0, shards: int = 1) -> None:
+    """Every `shards`-th exercise's `odd_gradings` from `shard`, written to
+    folder/result.json as {exercise: [what went wrong, how many gradings]}."""
     with one_torch_thread():  # as a grading computes its verdicts
-        found = {exercise: odd_gradings(CATALOG[exercise]) for exercise in EXERCISES}
+        found = {e: odd_gradings(CATALOG[e]) for e in EXERCISES[shard::shards]}
     (Path(folder) / "result.json").write_text(json.dumps(found))
 
 
-def start_in_background(folder: Path) -> InAProcess:
-    """The fuzz, run by a process of its own while the other tests run."""
-    return InAProcess(folder, "tests.test_odd_answers:grade_odd_answers")
+def start_in_background(folder: Path) -> InProcesses:
+    """The fuzz, run by processes of its own (one per core) while the other tests run."""
+    return InProcesses(folder, "tests.test_odd_answers:grade_odd_answers")
 
 
 @pytest.mark.parametrize("exercise", EXERCISES)
