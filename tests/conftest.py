@@ -51,7 +51,7 @@ def pytest_collection_finish(session):
         folder.mkdir()
         for name, path in member.build(folder).items():
             names.setdefault(path.resolve(), []).append((member.key, name))
-    batch = Batch({str(path): path for path in names}, background=True)
+    batch = Batch({str(path): path for path in names})
     session.config.stash[_COHORT] = {"root": root, "names": names, "batch": batch, "keys": wanted}
 
 
