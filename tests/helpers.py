@@ -63,29 +63,24 @@ def grade_many(notebooks: dict[str, Path], *args: str, timeout: float = 3600) ->
 
 
 def yielding(command: list[str]) -> list[str]:
-    """`command` run at a lower priority (`nice -n 10`): work that goes on in the background
-    of a test run (the cohort's batch, a module's `start_in_background`) takes the cores
-    the tests in the foreground leave, instead of slowing them down and then running on
-    one core alone at the end."""
+    """`command` run at a lower priority (`nice -n 10`): a module's `start_in_background`
+    work takes the cores the tests in the foreground leave, instead of slowing them down
+    and then running on one core alone at the end. (The cohort's batch keeps the ordinary
+    priority: niced, it coincided with kernels of the fault corpus dying at start.)"""
     return ["nice", "-n", "10", *command] if shutil.which("nice") else command
 
 
 class Batch:
     """A `grade PATH... --json -j WORKERS` batch started now, in the background; `result`
-    waits for it. `background`: at a lower priority than the tests (see `yielding`)."""
+    waits for it."""
 
-    def __init__(self, notebooks: dict[str, Path], *args: str, background: bool = False) -> None:
+    def __init__(self, notebooks: dict[str, Path], *args: str) -> None:
         self.paths = {str(path.resolve()): name for name, path in notebooks.items()}
         command = [sys.executable, "-m", "grader.cli", *self.paths, "--json", "-j", str(WORKERS)]
         # files, not pipes: a batch's JSON outgrows a pipe's buffer (`result` closes them)
         self.out = tempfile.TemporaryFile()  # noqa: SIM115
         self.err = tempfile.TemporaryFile()  # noqa: SIM115
-        command = [*command, *args]
-        self.process = subprocess.Popen(
-            yielding(command) if background else command,
-            stdout=self.out,
-            stderr=self.err,
-        )
+        self.process = subprocess.Popen([*command, *args], stdout=self.out, stderr=self.err)
 
     def result(self, timeout: float = 3600) -> dict[str, Graded]:
         try:
