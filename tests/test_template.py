@@ -206,6 +206,58 @@ def _as_outcome(graded):
     return Outcome(graded.report.notebook, graded.report, cells=tuple(graded.cells))
 
 
+def _killed_at_launch(session, monkeypatch, times: int) -> list[int]:
+    """Kill the session's next `times` kernels the moment they are launched, before they
+    are asked anything; the pids killed."""
+    launch, killed = session._launch, []
+
+    def launch_and_kill() -> None:
+        launch()
+        if len(killed) < times:
+            killed.append(session._process.pid)
+            os.kill(killed[-1], signal.SIGKILL)
+
+    monkeypatch.setattr(session, "_launch", launch_and_kill)
+    return killed
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["forked", "cold"])
+def test_a_kernel_that_dies_before_it_answers_is_replaced(warm, caplog, monkeypatch):
+    """Nothing of the notebook has run in a kernel that dies before its first answer: the
+    session starts another in its place, the cells run there, and the log says how the
+    first one ended (a forked kernel's keeper reports it; a cold one is our child)."""
+    from grader.core.outcomes import Status
+    from grader.kernel.session import Session
+
+    caplog.set_level("INFO", logger="grader.kernel")
+    session = Session([(0, "x = 6 * 7"), (1, "assert x == 42")], Limits(warm=warm))
+    killed = _killed_at_launch(session, monkeypatch, times=1)
+    with session:
+        session.prepare()
+        assert session.start_retries == 1
+        assert session.restarts == 0
+        assert [cell.status for cell in session.cells] == [Status.PASSED, Status.PASSED]
+        assert session._process is not None and session._process.pid not in killed
+    said = [r.getMessage() for r in caplog.records]
+    assert "it was killed by SIGKILL before it answered; starting another" in said, said
+
+
+def test_a_kernel_that_dies_at_start_twice_in_a_row_is_a_start_error(monkeypatch):
+    """Once is a mishap; the second death in a row ends the grading with a one-line error
+    that says how the kernel ended."""
+    from grader.core.errors import KernelStartError
+    from grader.kernel.session import Session
+
+    session = Session([(0, "x = 1")], Limits())
+    _killed_at_launch(session, monkeypatch, times=2)
+    with session, pytest.raises(KernelStartError) as raised:
+        session.prepare()
+    assert str(raised.value) == (
+        "could not start the kernel: it was killed by SIGKILL before it answered"
+    )
+    assert session.start_retries == 1
+
+
 def test_the_template_stops_when_its_grader_dies(tmp_path):
     """A grader killed outright (SIGKILL, no clean-up) leaves no template behind: the
     template watches the pipe only its grader holds."""

@@ -9,6 +9,7 @@ own trouble, and each class carries the process exit code the CLI maps it to::
     ├── ExerciseError       unknown exercise, none / several match the notebook, or the
     │                       exercise's folder could not be loaded (its suite is broken)
     ├── KernelStartError    the kernel (or its sandbox) could not be started
+    │   └── KernelDiedAtStart   it started, then exited before it answered
     ├── UsageError          a flag's value makes no sense
     └── GraderBug (3)       a hidden check raised where the candidate is not to blame:
                             a bug in the suite, never reported as the candidate's error
@@ -55,6 +56,11 @@ class ExerciseError(GraderError):
 
 class KernelStartError(GraderError):
     """The candidate's kernel could not be started."""
+
+
+class KernelDiedAtStart(KernelStartError):
+    """The kernel process started, then exited before it answered its first request:
+    nothing of the notebook had run in it (the session starts another, once)."""
 
 
 class UsageError(GraderError):

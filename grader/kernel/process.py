@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import shutil
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_core.utils import ensure_async, run_sync
 from nbclient.exceptions import DeadKernelError
 
-from grader.core.errors import KernelStartError
+from grader.core.errors import KernelDiedAtStart, KernelStartError
 from grader.core.limits import Limits
 from grader.core.outcomes import Status
 from grader.core.signals import held
@@ -63,6 +64,32 @@ RECONNECT_MS = 10
 SETTLE_SECONDS = 5.0
 
 
+class KernelExited(RuntimeError):
+    """The kernel process exited before it answered `kernel_info` (`how`: in words)."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__(f"the kernel {how} before replying to kernel_info")
+        self.how = how
+
+
+def how_it_ended(process: Any) -> str:
+    """How a kernel process that has exited ended, in words: "exited with code 1", "was
+    killed by SIGKILL", and whether a forked kernel's sandbox had ended first."""
+    code = process.poll() if process is not None else None
+    if code is None:
+        return "exited"
+    if not getattr(process, "reported", True):  # a forked kernel whose keeper said nothing
+        how = "exited"
+    elif code >= 0:
+        how = f"exited with code {code}"
+    else:
+        how = f"was killed by {_signal_name(-code)}"
+    placeholder = getattr(process, "placeholder", None)
+    if placeholder is not None and placeholder.poll() is not None:
+        how += " (its sandbox had ended)"
+    return how
+
+
 class BoundedKernelClient(AsyncKernelClient):
     """A Jupyter client whose sockets refuse messages over MAX_MESSAGE_BYTES: ZeroMQ drops
     them (and the connection, which it then restores) before a byte is decoded."""
@@ -86,7 +113,9 @@ class BoundedKernelClient(AsyncKernelClient):
             if await self._idle_after(request, deadline):
                 return
             if not await self._async_is_alive():
-                raise RuntimeError("Kernel died before replying to kernel_info")
+                manager = self.parent
+                provisioner = getattr(manager, "provisioner", None)
+                raise KernelExited(how_it_ended(getattr(provisioner, "process", None)))
             if time.monotonic() > deadline:
                 raise RuntimeError(f"Kernel didn't respond in {timeout:g} s")
 
@@ -234,6 +263,11 @@ class KernelProcess:
         assert client is not None
         try:
             client.start_new_kernel_client()
+        except KernelExited as e:
+            self.stop()
+            raise KernelDiedAtStart(
+                f"could not start the kernel: it {e.how} before it answered"
+            ) from None
         except Exception as e:
             self.stop()
             raise KernelStartError(f"could not start the kernel: {one_line(e)}") from None
@@ -440,6 +474,13 @@ def kill_all(token: str, kernel_line: dict[int, int] | None = None) -> None:
         return found | procs.descendants(*line, parents=parents)
 
     procs.kill_until_none(find)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 async def _drain(channel: Any) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import secrets
 import select
@@ -23,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from grader.core.errors import KernelStartError
+from grader.core.errors import KernelDiedAtStart, KernelStartError
 from grader.core.limits import Limits
 from grader.core.outcomes import CallTimeout, KernelCrashed, NoAnswer, Status
 from grader.core.records import Finding, Kind, RecordReader
@@ -48,6 +49,8 @@ from grader.kernel.launch import (
     scratch_root,
 )
 from grader.kernel.process import KernelProcess, OutputBudget, kill_all
+
+log = logging.getLogger("grader.kernel")
 
 # How long past the grading's deadline the watchdog lets the grader wind down on its own
 # before it kills the kernel.
@@ -77,6 +80,7 @@ class Session:
         )
         self.cells: list[CellRun] = []
         self.restarts = 0
+        self.start_retries = 0  # kernels that died before they answered (see `_connect`)
         self.calls = 0
         self._watch: dict[str, object] = {}
         self._packages: tuple[str, ...] = ()
@@ -331,6 +335,25 @@ class Session:
         self._process.launch()
 
     def _connect(self) -> None:
+        """Wait for the launched kernel and install the guard and the shim. A kernel that
+        exits before it answers has run nothing of the notebook: another is started in its
+        place, once (counted in `start_retries`); a second such death in a row is the
+        grading's error.
+
+        Raises:
+            KernelStartError: the kernel did not come up.
+        """
+        try:
+            self._install()
+        except KernelDiedAtStart as e:
+            if self.expired:
+                raise
+            self.start_retries += 1
+            log.info("%s; starting another", str(e).removeprefix("could not start the kernel: "))
+            self._launch()
+            self._install()
+
+    def _install(self) -> None:
         assert self._process is not None
         config = {
             **guard_config(self.workdir, [], self._packages),

@@ -74,6 +74,9 @@ PRELOAD = (
     "pdb", "faulthandler", "resource", "tornado.platform.asyncio", "zmq.utils.garbage",
 )  # fmt: skip
 REQUEST_SECONDS = 10.0  # a fork takes milliseconds; a template that does not answer is broken
+# How long a kernel's keeper has, once the kernel has exited, to say how it ended (it does
+# within a millisecond: it only has to reap it).
+KEEPER_REPORT_SECONDS = 0.5
 
 
 class TemplateError(Exception):
@@ -180,35 +183,41 @@ class Template:
         self.close()
         raise TemplateError(reason)
 
-    def fork(self, request: dict[str, Any], fds: list[int], timeout: float) -> tuple[int, int]:
-        """Fork a kernel for `request` (see zygote.py) with `fds` attached: its pid and a
-        pidfd for it.
+    def fork(
+        self, request: dict[str, Any], fds: list[int], timeout: float
+    ) -> tuple[int, int, socket.socket]:
+        """Fork a kernel for `request` (see zygote.py) with `fds` attached: its pid, a pidfd
+        for it, and the connection on which its keeper says how it ended.
 
         Raises:
             TemplateError: the template, or the kernel's setup, failed (the kernel, if any,
                 is killed).
         """
-        with self._lock:
-            self.wait_ready(timeout)
-            try:
-                with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as conn:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            with self._lock:
+                self.wait_ready(timeout)
+                try:
                     conn.settimeout(REQUEST_SECONDS)
                     conn.connect(self.address)
                     socket.send_fds(conn, [json.dumps(request).encode()], fds)
                     data, got, _, _ = socket.recv_fds(conn, 1 << 16, 1)
-            except OSError as e:
-                self._fail(f"the template did not answer ({e})")
-        try:
-            answer = json.loads(data) if data else {"error": "the template closed the request"}
-        except ValueError:
-            answer = {"error": "the template's answer was malformed"}
-        if "pid" not in answer:
-            for fd in got:
-                os.close(fd)
-            raise TemplateError(f"the forked kernel failed to start: {answer.get('error')}")
-        if len(got) != 1:
-            raise TemplateError("the template sent no pidfd")
-        return int(answer["pid"]), got[0]
+                except OSError as e:
+                    self._fail(f"the template did not answer ({e})")
+            try:
+                answer = json.loads(data) if data else {"error": "the template closed the request"}
+            except ValueError:
+                answer = {"error": "the template's answer was malformed"}
+            if "pid" not in answer:
+                for fd in got:
+                    os.close(fd)
+                raise TemplateError(f"the forked kernel failed to start: {answer.get('error')}")
+            if len(got) != 1:
+                raise TemplateError("the template sent no pidfd")
+        except BaseException:
+            conn.close()
+            raise
+        return int(answer["pid"]), got[0], conn
 
     def close(self) -> None:
         """Stop the template (kernels forked from it live on until their gradings end);
@@ -331,11 +340,19 @@ class ForkedKernel:
 
     shared = ""  # " shared by process N" where the template is our parent's
 
-    def __init__(self, pid: int, pidfd: int, placeholder: subprocess.Popen[bytes]) -> None:
+    def __init__(
+        self,
+        pid: int,
+        pidfd: int,
+        placeholder: subprocess.Popen[bytes],
+        keeper: socket.socket | None = None,
+    ) -> None:
         self.pid = pid
         self.pidfd = pidfd
         self.placeholder = placeholder
+        self.keeper = keeper  # where the kernel's keeper says how it ended
         self.returncode: int | None = None
+        self.reported = False  # whether `returncode` is the keeper's word (else a guess)
 
     @property
     def pids(self) -> tuple[int, int]:
@@ -381,13 +398,29 @@ class ForkedKernel:
             self.poll()
             os.close(self.pidfd)
             self.pidfd = -1
+        self._forget_keeper()
 
     def _status(self) -> int:
-        try:
-            result = os.waitid(os.P_PIDFD, self.pidfd, os.WEXITED | os.WNOHANG)
-        except (ChildProcessError, OSError):  # not our child: its keeper reaps it
-            return -signal.SIGKILL
-        return 0 if result is None else result.si_status
+        """The exit status of the kernel, which has exited: its keeper's word (the code, or
+        minus the signal that killed it), which follows within moments; where none comes
+        (the keeper is gone too), -SIGKILL, and `reported` stays False."""
+        keeper = self.keeper
+        if keeper is not None:
+            try:
+                keeper.settimeout(KEEPER_REPORT_SECONDS)
+                said = json.loads(keeper.recv(256) or b"{}")
+                self.reported = isinstance(said.get("exit"), int)
+            except (OSError, ValueError, AttributeError):
+                said = {}
+            self._forget_keeper()
+            if self.reported:
+                return int(said["exit"])
+        return -signal.SIGKILL
+
+    def _forget_keeper(self) -> None:
+        if self.keeper is not None:
+            self.keeper.close()
+            self.keeper = None
 
 
 def fork_kernel(plan: WarmPlan, options: dict[str, Any]) -> ForkedKernel:
@@ -427,14 +460,14 @@ def fork_kernel(plan: WarmPlan, options: dict[str, Any]) -> ForkedKernel:
             "ids": list(plan.ids) if plan.ids else None,
             "seccomp": plan.seccomp,
         }
-        pid, pidfd = template.fork(request, fds, plan.startup_timeout)
+        pid, pidfd, keeper = template.fork(request, fds, plan.startup_timeout)
     except BaseException:
         placeholder.kill()
         placeholder.wait()
         if placeholder.stdout is not None:
             placeholder.stdout.close()
         raise
-    forked = ForkedKernel(pid, pidfd, placeholder)
+    forked = ForkedKernel(pid, pidfd, placeholder, keeper)
     if template.borrowed:
         forked.shared = f" shared by process {os.getppid()}"
     return forked

@@ -21,7 +21,8 @@ in a joined user namespace, sets no_new_privs, starts its own session, puts the 
 descriptors at their numbers and closes every other one, takes the kernel environment,
 fresh random seeds and the address-space cap, reports "ok" to the keeper and becomes
 ipykernel. The keeper answers the grader with the kernel's pid and a pidfd, then waits for
-the kernel and exits with it. Anything that fails before "ok" kills the kernel and the
+the kernel, tells the grader on the same connection how it ended (its exit code, or minus
+the signal that killed it), and exits with it. Anything that fails before "ok" kills the kernel and the
 grader starts a cold one instead.
 """
 
@@ -256,10 +257,12 @@ def _keeper(conn, request, fds, objects):
             os.kill(kernel, signal.SIGKILL)
             answer = {"error": said.decode(errors="replace") or "the kernel exited at start"}
         socket.send_fds(conn, [json.dumps(answer).encode()], [kernel_fd])
-        conn.close()
         os.close(kernel_fd)
         _, status = os.waitpid(kernel, 0)
         code = os.waitstatus_to_exitcode(status)
+        with contextlib.suppress(OSError):  # how it ended (the grader may have gone)
+            conn.send(json.dumps({"exit": code}).encode())
+        conn.close()
         code = code if code >= 0 else 128 - code
     except BaseException as e:  # noqa: BLE001 (told to the grader, then exit)
         with contextlib.suppress(OSError):
