@@ -37,6 +37,7 @@ from grader.suite.handle import Kernel, _measurement
 from tests.helpers import SOLUTIONS
 
 SVG = "{http://www.w3.org/2000/svg}"
+TIME_EXPONENTS = ("candidate_time", "torch_time")
 CUDA = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs a CUDA GPU: torch sees none on this machine"
 )
@@ -362,7 +363,9 @@ def _check_profile(profile: dict, lengths=CPU_LENGTHS, weights: bool = True) -> 
     if weights:  # the [B, H, T, T] weights are returned: memory grows as T^2
         assert 1.5 <= k["candidate_memory"] <= 2.5
         assert 1.5 <= k["torch_memory"] <= 2.5
-    assert k["candidate_time"] > 0 and k["torch_time"] > 0
+    # times are fitted, not judged: on a loaded machine a small T can run slower than a
+    # larger one, so the sign of a time exponent is not the grader's to promise
+    assert all(isinstance(k[t], float) and math.isfinite(k[t]) for t in TIME_EXPONENTS)
     assert any(line.startswith("memory grows as T^") for line in profile["summary"])
     assert any(
         "than torch at T=" in line or "as fast as torch" in line for line in profile["summary"]

@@ -292,6 +292,37 @@ def test_the_template_stops_when_its_grader_dies(tmp_path):
     assert not Path(folder).exists()
 
 
+def test_the_placeholder_ends_with_its_grader_whatever_bubblewrap_missed():
+    """bubblewrap's --die-with-parent misses a grader killed before bubblewrap asks for the
+    signal (likely on a loaded machine); the placeholder itself waits for its stdin, whose
+    other end only the grader holds, so it ends with the grader (and a forked kernel's PID
+    namespace with it). Here without bubblewrap at all."""
+    import subprocess
+    import time
+
+    code = (
+        "import subprocess, time\n"
+        "from grader.kernel.template import PLACEHOLDER\n"
+        "p = subprocess.Popen(PLACEHOLDER, stdin=subprocess.PIPE, stdout=subprocess.PIPE)\n"
+        "print(p.pid, p.stdout.readline().decode().strip(), flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    grader = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert grader.stdout is not None
+    pid, said = grader.stdout.readline().split()
+    assert said == "ready"
+    grader.kill()
+    grader.wait()
+    grader.stdout.close()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+        if Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z":
+            break
+        time.sleep(0.05)
+    else:
+        assert not Path(f"/proc/{pid}").exists(), "the placeholder outlived its grader"
+
+
 PLACE_FDS = """
 import os, sys
 sys.path.insert(0, sys.argv[1])

@@ -9,13 +9,13 @@ forked kernel is never reused.
 
 Isolation is the cold kernel's. Per kernel, the grader starts bubblewrap with exactly the
 cold kernel's flags (`sandbox.wrap` under `--sandbox`, `sandbox.contain` otherwise) around
-a placeholder (`sleep`), and the template's kernel enters the placeholder's namespaces and
-root, drops its capabilities where the sandbox has none, and takes the kernel's
-environment, descriptors and memory cap (see zygote.py). Killing the placeholder ends the
-PID namespace, and with it the kernel and all it started. The template itself sits outside
-every sandbox: no kernel can see it (its PID namespace), reach its socket (not in the
-sandbox's view; and it serves only the process that started it and that process's
-children, which no kernel is) or write its files.
+a placeholder (a shell that waits for the grader to go), and the template's kernel enters
+the placeholder's namespaces and root, drops its capabilities where the sandbox has none,
+and takes the kernel's environment, descriptors and memory cap (see zygote.py). Killing
+the placeholder ends the PID namespace, and with it the kernel and all it started. The
+template itself sits outside every sandbox: no kernel can see it (its PID namespace),
+reach its socket (not in the sandbox's view; and it serves only the process that started
+it and that process's children, which no kernel is) or write its files.
 
 Why forking is safe with torch on the CPU: the template imports torch but runs no op, so
 its OpenMP pool never started (a child of a process whose pool ran hangs on its first
@@ -59,8 +59,11 @@ log = logging.getLogger("grader.kernel")
 ZYGOTE_SOURCE = syscalls.INSTALL + (Path(__file__).parent / "zygote.py").read_text()
 SHARE_VARIABLE = "GRADER_TEMPLATE"  # "KEY ADDRESS": the template a parent shares
 TEMPLATE_KEY = "\0template"  # its entry in `processes.register_kernel`: spared by all sessions
-# The placeholder every forked kernel's sandbox is built around.
-PLACEHOLDER = ["/bin/sh", "-c", "echo ready; exec sleep 2147483647"]
+# The placeholder every forked kernel's sandbox is built around. It waits for its stdin to
+# close: only the grader holds the other end, so it ends, and the PID namespace with it,
+# when the grader does, however the grader went (bubblewrap's --die-with-parent misses a
+# grader killed before bubblewrap asks for the signal, which a loaded machine makes likely).
+PLACEHOLDER = ["/bin/sh", "-c", "echo ready; read _"]
 # Modules a kernel imports on its way to answering, beyond what zygote.py imports itself:
 # preloaded, the forked kernel does not spend its own CPU on them.
 PRELOAD = (
@@ -392,8 +395,9 @@ class ForkedKernel:
             self.placeholder.kill()
         with contextlib.suppress(subprocess.TimeoutExpired, ChildProcessError):
             self.placeholder.wait(2)
-        if self.placeholder.stdout is not None:
-            self.placeholder.stdout.close()
+        for stream in (self.placeholder.stdin, self.placeholder.stdout):
+            if stream is not None:
+                stream.close()
         if self.pidfd >= 0:
             self.poll()
             os.close(self.pidfd)
@@ -435,7 +439,7 @@ def fork_kernel(plan: WarmPlan, options: dict[str, Any]) -> ForkedKernel:
     env = options["env"]
     placeholder = subprocess.Popen(
         plan.placeholder,
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.PIPE,  # its end of the grader (see PLACEHOLDER)
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         env=env,  # the session's token: found and killed with the session's processes
@@ -466,6 +470,8 @@ def fork_kernel(plan: WarmPlan, options: dict[str, Any]) -> ForkedKernel:
         placeholder.wait()
         if placeholder.stdout is not None:
             placeholder.stdout.close()
+        if placeholder.stdin is not None:
+            placeholder.stdin.close()
         raise
     forked = ForkedKernel(pid, pidfd, placeholder, keeper)
     if template.borrowed:

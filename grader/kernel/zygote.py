@@ -13,8 +13,8 @@ process that started the template, and its direct children, a batch's workers, a
 served: never a kernel) and sends one JSON request with its file
 descriptors attached (SCM_RIGHTS). The template forks a *keeper* per request and goes back
 to listening. The keeper joins the grading's memory cgroup, enters the namespaces of the
-grading's placeholder process (bubblewrap's sandbox around `sleep`: user, mount, PID,
-network, IPC, UTS, cgroup, whichever differ from ours) and forks the kernel, which is then
+grading's placeholder process (bubblewrap's sandbox around a waiting shell: user, mount,
+PID, network, IPC, UTS, cgroup, whichever differ from ours) and forks the kernel, which is then
 inside that PID namespace. The kernel takes the sandbox's root (chroot through the
 placeholder's /proc/PID/root, opened before entering), drops every capability it holds
 in a joined user namespace, sets no_new_privs, starts its own session, puts the passed
