@@ -253,9 +253,36 @@ def test_a_kernel_that_dies_at_start_twice_in_a_row_is_a_start_error(monkeypatch
     with session, pytest.raises(KernelStartError) as raised:
         session.prepare()
     assert str(raised.value) == (
-        "could not start the kernel: it was killed by SIGKILL before it answered"
+        "could not start the kernel: it was killed by SIGKILL before it answered, twice in a row"
     )
     assert session.start_retries == 1
+
+
+def test_the_exception_that_ends_a_forked_kernels_start_is_told(monkeypatch):
+    """A forked kernel whose ipykernel raises before it answers: its stderr goes nowhere,
+    so its keeper passes on its last words, and the error names the exception and where
+    it was raised (here: a connection file in a folder that cannot be made)."""
+    import dataclasses
+
+    from grader.core.errors import KernelStartError
+    from grader.kernel import template
+    from grader.kernel.session import Session
+
+    fork = template.fork_kernel
+
+    def fork_with_a_connection_file_it_cannot_write(plan, options):
+        argv = list(plan.kernel_argv)
+        argv[argv.index("-f") + 1] = "/proc/none/kernel.json"
+        return fork(dataclasses.replace(plan, kernel_argv=argv), options)
+
+    monkeypatch.setattr(template, "fork_kernel", fork_with_a_connection_file_it_cannot_write)
+    session = Session([(0, "x = 1")], Limits())
+    with session, pytest.raises(KernelStartError) as raised:
+        session.prepare()
+    message = str(raised.value)
+    assert message.startswith("could not start the kernel: it exited with code 70 ("), message
+    assert "Error at " in message and "'/proc/none'" in message, message
+    assert message.endswith(") before it answered, twice in a row"), message
 
 
 def test_the_template_stops_when_its_grader_dies(tmp_path):

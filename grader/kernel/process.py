@@ -73,8 +73,9 @@ class KernelExited(RuntimeError):
 
 
 def how_it_ended(process: Any) -> str:
-    """How a kernel process that has exited ended, in words: "exited with code 1", "was
-    killed by SIGKILL", and whether a forked kernel's sandbox had ended first."""
+    """How a kernel process that exited before it answered ended, in words: "exited with
+    code 1", "was killed by SIGKILL"; for a forked kernel, the exception that ended its
+    start (if one did) and whether its sandbox had ended first."""
     code = process.poll() if process is not None else None
     if code is None:
         return "exited"
@@ -84,6 +85,9 @@ def how_it_ended(process: Any) -> str:
         how = f"exited with code {code}"
     else:
         how = f"was killed by {_signal_name(-code)}"
+    words = getattr(process, "words", "")
+    if words:  # the exception that ended ipykernel's start (no notebook code has run)
+        how += f" ({words})"
     placeholder = getattr(process, "placeholder", None)
     if placeholder is not None and placeholder.poll() is not None:
         how += " (its sandbox had ended)"

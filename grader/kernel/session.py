@@ -351,7 +351,10 @@ class Session:
             self.start_retries += 1
             log.info("%s; starting another", str(e).removeprefix("could not start the kernel: "))
             self._launch()
-            self._install()
+            try:
+                self._install()
+            except KernelDiedAtStart as again:
+                raise KernelDiedAtStart(f"{again}, twice in a row") from None
 
     def _install(self) -> None:
         assert self._process is not None

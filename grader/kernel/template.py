@@ -80,6 +80,9 @@ REQUEST_SECONDS = 10.0  # a fork takes milliseconds; a template that does not an
 # How long a kernel's keeper has, once the kernel has exited, to say how it ended (it does
 # within a millisecond: it only has to reap it).
 KEEPER_REPORT_SECONDS = 0.5
+# Room for the report: the exit and up to 2,000 bytes of last words (zygote.MAX_WORDS),
+# JSON-escaped.
+KEEPER_REPORT_BYTES = 16384
 
 
 class TemplateError(Exception):
@@ -356,6 +359,9 @@ class ForkedKernel:
         self.keeper = keeper  # where the kernel's keeper says how it ended
         self.returncode: int | None = None
         self.reported = False  # whether `returncode` is the keeper's word (else a guess)
+        # what ended ipykernel's start, if an exception did (the keeper's word; it may be
+        # the kernel's own text once the notebook runs, so told only for a start)
+        self.words = ""
 
     @property
     def pids(self) -> tuple[int, int]:
@@ -412,8 +418,10 @@ class ForkedKernel:
         if keeper is not None:
             try:
                 keeper.settimeout(KEEPER_REPORT_SECONDS)
-                said = json.loads(keeper.recv(256) or b"{}")
+                said = json.loads(keeper.recv(KEEPER_REPORT_BYTES) or b"{}")
                 self.reported = isinstance(said.get("exit"), int)
+                words = " ".join(str(said.get("words") or "").split())
+                self.words = "".join(c for c in words if c.isprintable())[:300]
             except (OSError, ValueError, AttributeError):
                 said = {}
             self._forget_keeper()

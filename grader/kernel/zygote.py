@@ -22,7 +22,8 @@ descriptors at their numbers and closes every other one, takes the kernel enviro
 fresh random seeds and the address-space cap, reports "ok" to the keeper and becomes
 ipykernel. The keeper answers the grader with the kernel's pid and a pidfd, then waits for
 the kernel, tells the grader on the same connection how it ended (its exit code, or minus
-the signal that killed it), and exits with it. Anything that fails before "ok" kills the kernel and the
+the signal that killed it, and the exception that ended ipykernel's start, if one did: the
+status pipe stays open after "ok" for that), and exits with it. Anything that fails before "ok" kills the kernel and the
 grader starts a cold one instead.
 """
 
@@ -37,6 +38,7 @@ import socket
 import struct
 import sys
 
+MAX_WORDS = 2000  # bytes of a kernel's last words (`_last_words`)
 CLONE_NEWCGROUP = 0x02000000
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
@@ -173,8 +175,7 @@ def _kernel(request, fds, status_w, rootfd, flags, objects):
 
             threading.Thread(target=_hangup, args=(hangup,), daemon=True).start()
         sys.argv = ["ipykernel_launcher", *request["argv"]]
-        os.write(status_w, b"ok")
-        os.close(status_w)
+        os.write(status_w, b"ok")  # (the pipe stays open: see `_last_words`)
         import runpy
 
         runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)
@@ -183,7 +184,8 @@ def _kernel(request, fds, status_w, rootfd, flags, objects):
         code = e.code if isinstance(e.code, int) else 0
     except BaseException as e:  # noqa: BLE001 (reported to the keeper, then exit)
         with contextlib.suppress(OSError):
-            os.write(status_w, f"{type(e).__name__}: {e}".encode()[:4000])
+            os.set_blocking(status_w, False)  # never wait on a reader
+            os.write(status_w, _last_words(e).encode()[:MAX_WORDS])
     finally:
         try:
             import atexit
@@ -191,6 +193,17 @@ def _kernel(request, fds, status_w, rootfd, flags, objects):
             atexit._run_exitfuncs()
         finally:
             os._exit(code)
+
+
+def _last_words(error):
+    """What ended a kernel, in one line: the exception and where it was raised. Before "ok"
+    it is why the fork failed; after, why ipykernel did not start (the keeper passes it on
+    with the exit code: the kernel's own stderr goes nowhere)."""
+    import traceback
+
+    frames = traceback.extract_tb(error.__traceback__)
+    where = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+    return f"{type(error).__name__}{where}: {error}".rstrip(": ")
 
 
 def _reseed():
@@ -247,11 +260,10 @@ def _keeper(conn, request, fds, objects):
             os.close(fd)
         kernel_fd = os.pidfd_open(kernel)
         said = b""
-        while chunk := os.read(status_r, 4096):
+        while said[:2] != b"ok" and (chunk := os.read(status_r, MAX_WORDS)):
             said += chunk
-        os.close(status_r)
         answer: dict[str, object]
-        if said == b"ok":
+        if said[:2] == b"ok":
             answer = {"pid": kernel}
         else:
             os.kill(kernel, signal.SIGKILL)
@@ -260,8 +272,13 @@ def _keeper(conn, request, fds, objects):
         os.close(kernel_fd)
         _, status = os.waitpid(kernel, 0)
         code = os.waitstatus_to_exitcode(status)
+        os.set_blocking(status_r, False)
+        with contextlib.suppress(OSError):  # nothing said: it exited cleanly, or was killed
+            said += os.read(status_r, MAX_WORDS)
+        os.close(status_r)
+        words = said[2:MAX_WORDS].decode(errors="replace")
         with contextlib.suppress(OSError):  # how it ended (the grader may have gone)
-            conn.send(json.dumps({"exit": code}).encode())
+            conn.send(json.dumps({"exit": code, "words": words}).encode())
         conn.close()
         code = code if code >= 0 else 128 - code
     except BaseException as e:  # noqa: BLE001 (told to the grader, then exit)
