@@ -125,3 +125,44 @@ def test_a_kernel_pid_given_to_another_process_is_spared():
     finally:
         other.kill()
         other.wait()
+
+
+REAPING = """
+import os, subprocess, sys, time
+from grader.kernel import processes as procs
+procs.adopt_orphans()
+beat = sys.argv[1]
+ours = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+with procs.spawning() as own:  # a child in a session of its own, as a cold kernel is
+    leader = subprocess.Popen([sys.executable, "-c", "raise SystemExit(5)"], start_new_session=True)
+    own(leader.pid)
+walker = subprocess.Popen([sys.executable, "-c", WALK, beat], start_new_session=True)
+most = 0
+for _ in range(40):  # two seconds of a walk: orphans exiting by the thousand
+    time.sleep(0.05)
+    mine = [p for p in procs._pids() if (procs._stat_fields(p) or [b"", b"0"])[1] == str(os.getpid()).encode()]
+    most = max(most, sum(procs._state(p) == b"Z" for p in mine))
+statuses = ours.wait(), leader.wait()  # (after two seconds of the reaper at work)
+walker.kill(); walker.wait()
+procs.kill_until_none(procs.adopted)
+print(most, *statuses, flush=True)
+"""
+
+
+def test_adopted_orphans_are_reaped_as_they_exit_and_our_children_keep_their_status(
+    tmp_path, cleanup
+):
+    """A grader that adopts orphans reaps them as they exit: a walking process leaves one
+    behind per step, a thousand a second, and as zombies they would take every pid of the
+    machine in seconds (other gradings' kernels then cannot start a thread). Its own
+    children, in its session or started under `spawning`, keep their exit status."""
+    code = f"WALK = {WALK!r}\n" + REAPING
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "heartbeat")],
+        capture_output=True, text=True, timeout=60, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    most, ours, leader = (int(x) for x in done.stdout.split())
+    assert (ours, leader) == (3, 5)
+    assert most < 500, f"{most} exited orphans left unreaped at once"

@@ -1,7 +1,7 @@
 """The kernel as jupyter_client sees it: a manager that always answers with the grader's
 own kernel command (`grader.kernel.launch`), whose connection file the kernel's user may
-read, and, where the kernel forks from the warm template (`grader.kernel.template`), a
-provisioner whose process is the forked kernel."""
+read, and a provisioner whose process is the kernel forked from the warm template
+(`grader.kernel.template`), or the cold kernel it started when it could not fork one."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from grader.kernel.launch import (
     template_environment,
     template_key,
 )
+from grader.kernel.processes import spawning
 from grader.kernel.sandbox import kernel_path
 
 log = logging.getLogger("grader.kernel")
@@ -123,41 +124,52 @@ def kernel_manager(
     manager.client_class = "grader.kernel.process.BoundedKernelClient"
     manager.connection_file = str(root / f"kernel-{tag}.json")
     manager.ip = str(root / f"ipc-{tag}")
+    plan = None
     if cold:
         log.info("kernel starts cold: %s", cold)
-        return manager
-    kernel_args[1] = manager.connection_file
-    plan = template.WarmPlan(
-        placeholder, kernel_args, memory_bytes, hangup_fd, group, startup_timeout,
-        template_environment(), template_key(), ids=ids, seccomp=seccomp,
-    )  # fmt: skip
+    else:
+        kernel_args[1] = manager.connection_file
+        plan = template.WarmPlan(
+            placeholder, kernel_args, memory_bytes, hangup_fd, group, startup_timeout,
+            template_environment(), template_key(), ids=ids, seccomp=seccomp,
+        )  # fmt: skip
     manager.provisioner = provisioner(manager, plan)
     return manager
 
 
 class WarmProvisioner(LocalProvisioner):
-    """Launches the kernel by forking it from the template into a fresh sandbox; when the
-    template cannot (it is broken, or this kernel's setup failed), launches the cold
-    command instead, and says why."""
+    """Launches the kernel by forking it from the template into a fresh sandbox (with a
+    `plan`); when the template cannot (it is broken, or this kernel's setup failed),
+    launches the cold command instead, and says why. A cold kernel is our child in a
+    session of its own: it is started under `processes.spawning`, so that the reaper of
+    orphans leaves its exit to its Popen."""
 
     plan: template.WarmPlan | None = None
 
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> Any:
         plan = self.plan
-        assert plan is not None
+        if plan is None:
+            return await self._launch_cold(cmd, **kwargs)
         started = time.monotonic()
         try:
             forked = template.fork_kernel(plan, kwargs)
         except template.TemplateError as e:
             plan.reason.append(str(e))
             log.info("kernel starts cold: %s", e)
-            return await super().launch_kernel(cmd, **kwargs)
+            return await self._launch_cold(cmd, **kwargs)
         took = time.monotonic() - started
         log.info("kernel forked from the warm template%s in %.3f s", forked.shared, took)
         self.process = forked  # type: ignore[assignment]  # a Popen as far as jupyter_client sees
         self.pid, self.pgid = forked.pid, None
         self.cwd = kwargs.get("cwd")
         return self.connection_info
+
+    async def _launch_cold(self, cmd: list[str], **kwargs: Any) -> Any:
+        with spawning() as own:
+            info = await super().launch_kernel(cmd, **kwargs)
+            if self.process is not None:
+                own(self.process.pid)
+        return info
 
     async def kill(self, restart: bool = False) -> None:
         if isinstance(self.process, template.ForkedKernel):
@@ -171,7 +183,7 @@ class WarmProvisioner(LocalProvisioner):
         await super().cleanup(restart)
 
 
-def provisioner(manager: Any, plan: template.WarmPlan) -> WarmProvisioner:
+def provisioner(manager: Any, plan: template.WarmPlan | None) -> WarmProvisioner:
     """A `WarmProvisioner` for `manager` (assigned as its provisioner before the start)."""
     manager.kernel_id = manager.kernel_id or str(uuid.uuid4())
     made = WarmProvisioner(

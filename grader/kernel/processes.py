@@ -4,7 +4,9 @@ Each kernel is started with a per-session token in its environment. Processes in
 so they are found by the token even after they double-fork away from the kernel's tree;
 the kernel's live descendants are added for good measure. A process that both sheds the
 token (a fresh environment) and double-forks is caught when the grader adopts orphans
-(`adopt_orphans`, which the `grade` command does): it then stays below the grader.
+(`adopt_orphans`, which the `grade` command does): it then stays below the grader, which
+reaps each one as it exits (`reap_orphans`): left as zombies, a process that forks a
+thousand times a second would take every pid of the machine within seconds.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ import contextlib
 import ctypes
 import os
 import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 TOKEN_VARIABLE = "GRADER_SESSION"
 _PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
@@ -31,13 +34,90 @@ def adopt_orphans() -> bool:
     Returns:
         True if the kernel agreed.
     """
-    global _adopting
+    global _adopting, _reaper
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         _adopting = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except (OSError, AttributeError):  # not Linux
         _adopting = False
+    if _adopting and _reaper != os.getpid():  # (a forked batch worker has no thread yet)
+        _reaper = os.getpid()
+        threading.Thread(target=_reap_forever, name="grader-reaper", daemon=True).start()
     return _adopting
+
+
+# -- reaping orphans ------------------------------------------------------------------
+
+REAP_SECONDS = 0.05  # how often the reaper looks for exited orphans
+_reaper = 0  # the pid of the process whose reaper thread runs
+_spawn_lock = threading.Lock()
+_leaders: dict[int, bytes] = {}  # our own children in sessions of their own -> start time
+
+
+@contextlib.contextmanager
+def spawning() -> Iterator[Callable[[int], None]]:
+    """Hold while this process starts a child in a session of its own (a cold kernel),
+    and pass the child's pid to the function it yields before leaving: the reaper then
+    leaves that child's exit to its Popen, as it does for every child in our session."""
+    with _spawn_lock:
+        yield _own
+
+
+def _fresh_lock_in_child() -> None:
+    """A process forked while the reaper held the lock (a batch's worker) gets it free."""
+    global _spawn_lock
+    _spawn_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_lock_in_child)
+
+
+def _own(pid: int) -> None:
+    fields = _stat_fields(pid)
+    if fields:
+        _leaders[pid] = fields[19]
+
+
+def _reap_forever() -> None:
+    session = os.getsid(0)
+    while True:
+        time.sleep(REAP_SECONDS)
+        reap_orphans(session)
+
+
+def reap_orphans(session: int) -> int:
+    """Reap every exited child of ours that is an orphan we adopted: one in a session other
+    than ours (`session`), and not a session leader we started (`spawning`). Our own
+    children stay for their Popen to reap, which keeps their exit status. The number
+    reaped."""
+    reaped = 0
+    while True:
+        try:  # the first exited child, left unreaped
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return reaped
+        if info is None:
+            return reaped
+        if not _reap_if_orphan(info.si_pid, session):
+            break  # one of ours waits for its Popen, ahead of the others
+        reaped += 1
+    for pid in _pids():  # look past it: every exited child of ours, from /proc
+        fields = _stat_fields(pid)
+        if fields and fields[0] == b"Z" and int(fields[1]) == os.getpid():
+            reaped += _reap_if_orphan(pid, session)
+    return reaped
+
+
+def _reap_if_orphan(pid: int, session: int) -> bool:
+    """Reap `pid`, an exited child of ours, if it is an adopted orphan."""
+    with _spawn_lock:
+        fields = _stat_fields(pid)
+        if not fields or int(fields[3]) == session or _leaders.get(pid) == fields[19]:
+            return False
+        _leaders.pop(pid, None)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        return True
 
 
 def adopted(token: str | None = None, parents: dict[int, int] | None = None) -> set[int]:
