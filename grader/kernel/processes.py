@@ -49,6 +49,11 @@ def adopt_orphans() -> bool:
 # -- reaping orphans ------------------------------------------------------------------
 
 REAP_SECONDS = 0.05  # how often the reaper looks for exited orphans
+# How often it looks past an exited child of our session that waits ahead of them (one
+# may wait all grading long: bubblewrap's inner process, left to us by a finished probe),
+# while the last look found no orphan (after one that did: at once)
+SCAN_SECONDS = 0.5
+_next_scan = 0.0
 _reaper = 0  # the pid of the process whose reaper thread runs
 _spawn_lock = threading.Lock()
 _leaders: dict[int, bytes] = {}  # our own children in sessions of their own -> start time
@@ -88,8 +93,9 @@ def _reap_forever() -> None:
 def reap_orphans(session: int) -> int:
     """Reap every exited child of ours that is an orphan we adopted: one in a session other
     than ours (`session`), and not a session leader we started (`spawning`). Our own
-    children stay for their Popen to reap, which keeps their exit status. The number
-    reaped."""
+    children stay for their Popen to reap, which keeps their exit status (and so does an
+    orphan left in our session, bubblewrap's inner process after a probe: one, which
+    waits for the kill rounds at the end). The number reaped."""
     reaped = 0
     while True:
         try:  # the first exited child, left unreaped
@@ -101,11 +107,16 @@ def reap_orphans(session: int) -> int:
         if not _reap_if_orphan(info.si_pid, session):
             break  # one of ours waits for its Popen, ahead of the others
         reaped += 1
+    global _next_scan
+    if time.monotonic() < _next_scan:
+        return reaped
+    found = 0
     for pid in _pids():  # look past it: every exited child of ours, from /proc
         fields = _stat_fields(pid)
         if fields and fields[0] == b"Z" and int(fields[1]) == os.getpid():
-            reaped += _reap_if_orphan(pid, session)
-    return reaped
+            found += _reap_if_orphan(pid, session)
+    _next_scan = time.monotonic() + (0 if found else SCAN_SECONDS)  # orphans come: look on
+    return reaped + found
 
 
 def _reap_if_orphan(pid: int, session: int) -> bool:
