@@ -603,6 +603,15 @@ FAULTS = [
         ),
     ),
     Fault(
+        "writes_over_every_descriptor",  # its own sockets too: the grader waited forever
+        no_credit("tamper", "unreadable data on the grader's record channel"),
+        cells=(
+            "import os\nfor fd in range(3, 1024):\n    try:\n"
+            "        os.set_blocking(fd, False)\n        os.write(fd, b'junk on every line')\n"
+            "    except OSError:\n        pass",
+        ),
+    ),
+    Fault(
         "redirects_the_call_channel",  # the grader sees it from /proc, outside the kernel
         no_credit("tamper", "redirected the grader's"),
         cells=(

@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import zmq
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.provisioning import LocalProvisioner
@@ -31,6 +32,12 @@ from grader.kernel.processes import spawning
 from grader.kernel.sandbox import kernel_path
 
 log = logging.getLogger("grader.kernel")
+
+# How long a message to the kernel may wait to leave (the client's sockets and the
+# manager's): a socket whose kernel end is gone (a notebook that wrote over its kernel's
+# sockets) has no peer, and ZeroMQ would wait for one forever. Past it the send fails
+# (zmq.Again) and the kernel counts as crashed.
+SEND_MS = 5000
 
 
 class _Specs(KernelSpecManager):
@@ -50,6 +57,11 @@ class _Manager(AsyncKernelManager):
     """A kernel manager whose connection file the kernel's user may read."""
 
     kernel_ids: tuple[int, int] | None = None
+
+    def _context_default(self) -> Any:
+        context = super()._context_default()
+        context.setsockopt(zmq.SNDTIMEO, SEND_MS)  # an interrupt never waits forever
+        return context
 
     def write_connection_file(self, **kwargs: Any) -> None:
         super().write_connection_file(**kwargs)

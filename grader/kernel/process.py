@@ -52,7 +52,7 @@ from grader.kernel.launch import (
     start_options,
     unreachable_for_others,
 )
-from grader.kernel.manager import kernel_manager
+from grader.kernel.manager import SEND_MS, kernel_manager
 
 MiB = 1024**2
 # Any one Jupyter message bigger than this is dropped by ZeroMQ before it is read.
@@ -96,12 +96,29 @@ def how_it_ended(process: Any) -> str:
 
 class BoundedKernelClient(AsyncKernelClient):
     """A Jupyter client whose sockets refuse messages over MAX_MESSAGE_BYTES: ZeroMQ drops
-    them (and the connection, which it then restores) before a byte is decoded."""
+    them (and the connection, which it then restores) before a byte is decoded.
+
+    It runs no heartbeat channel: whether the kernel lives is the process's to say (the
+    manager's `is_alive`), and jupyter_client's heartbeat thread, once a beat was missed,
+    reopens its socket and waits on a ping that no kernel will ever take: stopping the
+    channels then waited forever for that thread (a notebook that wrote to its kernel's
+    descriptors hung the grader past --timeout)."""
+
+    def start_channels(
+        self,
+        shell: bool = True,
+        iopub: bool = True,
+        stdin: bool = True,
+        hb: bool = True,
+        control: bool = True,
+    ) -> None:
+        super().start_channels(shell=shell, iopub=iopub, stdin=stdin, hb=False, control=control)
 
     def _context_default(self) -> zmq.asyncio.Context:
         context = super()._context_default()
         context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)  # a default for its sockets
         context.setsockopt(zmq.RECONNECT_IVL, RECONNECT_MS)
+        context.setsockopt(zmq.SNDTIMEO, SEND_MS)
         return context
 
     async def wait_for_ready(self, timeout: float | None = None) -> None:
@@ -299,7 +316,7 @@ class KernelProcess:
         cell = nbformat.v4.new_code_cell(source)
         try:
             client.execute_cell(cell, 0, store_history=False)
-        except DeadKernelError:
+        except (DeadKernelError, zmq.Again):  # dead, or no longer reachable
             run.status = Status.CRASHED
             return run
         finally:
@@ -339,7 +356,11 @@ class KernelProcess:
         if self.channel.broken:  # the kernel closed it: no loop can serve
             run.status, run.message = Status.ERROR, self.channel.broken
             return run
-        transfer = self._serve(deadline) if not self.serving else Transfer(Status.PASSED)
+        try:
+            transfer = self._serve(deadline) if not self.serving else Transfer(Status.PASSED)
+        except zmq.Again:  # the request to serve could not reach the kernel
+            run.status = Status.CRASHED
+            return run
         if transfer.status == Status.PASSED:
             transfer = self.channel.send(payload, deadline)
         if transfer.status == Status.PASSED:
@@ -366,7 +387,7 @@ class KernelProcess:
         self.reply = None
         try:
             self.client.execute_cell(probe, 0, store_history=False)
-        except DeadKernelError:
+        except (DeadKernelError, zmq.Again):
             return False
         reply: dict[str, Any] = self.reply or {}
         return bool(reply.get("content", {}).get("status") == "ok")
@@ -391,7 +412,8 @@ class KernelProcess:
 
     async def _interrupt(self) -> None:
         if self.client is not None and self.client.km is not None:
-            await ensure_async(self.client.km.interrupt_kernel())
+            with contextlib.suppress(zmq.Again):  # unreachable: it will not settle either
+                await ensure_async(self.client.km.interrupt_kernel())
 
     def _serve(self, deadline: float) -> Transfer:
         """Start the shim's serving loop: one silent execute request, then wait for the
