@@ -40,24 +40,17 @@ else:  # a parent with two sleeping children
     subprocess.Popen(["sh", "-c", "sleep 300 & sleep 300 & wait"], env=env)
 time.sleep(0.5)
 find = lambda: procs.tagged("walk-test") | procs.adopted()
-if kind == "snapshot":
-    procs.kill_all(find())
-    print(0.0, flush=True)
-else:
-    started = time.monotonic()
-    left = procs.kill_until_none(find)
-    print(time.monotonic() - started, len(left), flush=True)
+started = time.monotonic()
+left = procs.kill_until_none(find)
+print(time.monotonic() - started, len(left), flush=True)
 """
 
 
 def _run(tmp_path: Path, kind: str) -> tuple[float, Path]:
     beat = tmp_path / "heartbeat"
     code = f"WALK = {WALK!r}\n" + textwrap.dedent(SCENARIO)
-    kind_arg = "walk" if kind in ("walk", "snapshot-walk") else kind
-    if kind == "snapshot-walk":
-        code = code.replace('if kind == "snapshot":', "if True:")
     done = subprocess.run(
-        [sys.executable, "-c", code, str(beat), kind_arg],
+        [sys.executable, "-c", code, str(beat), kind],
         capture_output=True, text=True, timeout=60, cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
@@ -78,11 +71,6 @@ def cleanup(tmp_path):
     yield
     # whatever survived dies with its heartbeat folder: the walker exits when it cannot write
     shutil.rmtree(tmp_path, ignore_errors=True)
-
-
-def test_one_snapshot_misses_a_walking_process(tmp_path, cleanup):
-    _, beat = _run(tmp_path, "snapshot-walk")
-    assert _beating(beat)  # why kill_until_none exists
 
 
 def test_a_walking_process_is_killed(tmp_path, cleanup):
